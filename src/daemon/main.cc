@@ -1,0 +1,2 @@
+// placeholder, replaced by the real daemon
+int main() { return 0; }

@@ -1,0 +1,2 @@
+// placeholder, replaced by the real init
+int main() { return 0; }
