@@ -27,6 +27,11 @@ struct CgroupLayout {
   // v1: controller name -> mount directory, for the controllers Paddock uses:
   // "cpu", "cpuacct", "memory", "pids", "freezer" (cpu and cpuacct may share one mount).
   std::map<std::string, std::string> v1_mounts;
+  // Tests only: the paths point into a plain directory tree standing in for cgroupfs. The kernel
+  // creates a cgroup's interface files on mkdir; a plain tree does not, so writes create files
+  // (O_CREAT|O_TRUNC), delegated files are created before chown, and removal unlinks regular
+  // files before rmdir. Never set for a real host.
+  bool fake_for_tests = false;
 };
 
 // Parses /proc/self/mountinfo text. Pure cgroup v2 hosts (cgroup2 mounted with controllers and
@@ -91,7 +96,8 @@ class SandboxCgroup {
   Result<UniqueFd> OpenV2DirForClone() const;
 
   // Freezes every task (including those in sub-cgroups) and waits until the kernel reports
-  // FROZEN (v1 freezer.state / v2 cgroup.events "frozen 1"), up to ~2 s.
+  // FROZEN (v1 freezer.state / v2 cgroup.events "frozen 1"), up to ~2 s. On timeout the cgroup is
+  // thawed again (never left half-frozen) and kDeadlineExceeded is returned.
   Status Freeze() const;
   Status Thaw() const;
   bool IsFrozen() const;
@@ -110,7 +116,15 @@ class SandboxCgroup {
 
  private:
   SandboxCgroup() = default;
+  // Create() steps; each appends every directory it makes to `created` for rollback.
+  Status CreateV1(const CgroupLayout& layout, const CgroupLimits& limits, uid_t delegate_uid,
+                  gid_t delegate_gid, std::vector<std::string>* created) const;
+  Status CreateV2(const CgroupLayout& layout, const CgroupLimits& limits, uid_t delegate_uid,
+                  gid_t delegate_gid, std::vector<std::string>* created) const;
+  const std::string& ControllerDir(const std::string& controller) const;
+
   std::string id_;
+  bool fake_ = false;  // CgroupLayout::fake_for_tests
   CgroupVersion version_ = CgroupVersion::kV1;
   std::vector<std::string> dirs_;
   std::map<std::string, std::string> controller_dirs_;  // controller -> dir ("unified" for v2)
