@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -22,8 +23,8 @@ struct TemplateBind {
 
 struct TemplateManifest {
   std::string name;
-  std::string kind;    // "host" | "directory"
-  std::string rootfs;  // absolute host path of the overlay lower layer
+  std::string kind;                          // "host" | "directory"
+  std::string rootfs;                        // absolute host path of the overlay lower layer
   std::vector<TemplateBind> readonly_binds;  // mounted read-only over the rootfs
   // "sha256:<hex>" over a canonical walk of the rootfs (see DigestTree). For "host" the bound
   // /usr is covered by metadata only (path, type, mode, owner, size, mtime, link target):
@@ -48,7 +49,8 @@ Result<std::string> DigestTree(const std::string& root, bool content_for_files,
 void DetectRuntimes(const std::string& rootfs, TemplateManifest* manifest);
 
 // Stores templates under `dir` (e.g. <data>/templates): <dir>/<name>/manifest.json and, for
-// the host template, <dir>/host/rootfs. Thread-safe.
+// the host template, <dir>/host/rootfs. Thread-safe: mutations are serialized by a mutex,
+// manifests are replaced by rename so readers never see a partial file.
 class TemplateStore {
  public:
   explicit TemplateStore(std::string dir);
@@ -65,7 +67,10 @@ class TemplateStore {
   Status Remove(const std::string& name);
 
  private:
-  std::string dir_;
+  Result<TemplateManifest> EnsureHostTemplateLocked();
+
+  std::string dir_;  // absolute
+  std::mutex mu_;
 };
 
 }  // namespace paddock::runtime::linux
