@@ -21,7 +21,6 @@
 #include <map>
 #include <mutex>
 #include <random>
-#include <regex>
 #include <shared_mutex>
 #include <thread>
 
@@ -307,9 +306,11 @@ struct LinuxRuntime::Impl {
 };
 
 Status ValidateSandboxId(const std::string& id) {
-  static const std::regex kId("[a-z0-9][a-z0-9-]{0,47}");
-  if (!std::regex_match(id, kId))
-    return InvalidArgument("id: must match [a-z0-9][a-z0-9-]{0,47}");
+  // The id becomes a cgroup directory name and the hostname: keep it to [a-z0-9][a-z0-9-]{0,47}.
+  auto lower_alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
+  bool ok = !id.empty() && id.size() <= 48 && lower_alnum(id[0]);
+  for (char c : id) ok = ok && (lower_alnum(c) || c == '-');
+  if (!ok) return InvalidArgument("id: must match [a-z0-9][a-z0-9-]{0,47}");
   return Status::Ok();
 }
 
