@@ -171,12 +171,14 @@ class ControlReactor {
     by_fd_.erase(it);
   }
 
-  // Marks the sandbox dead and releases everyone waiting on its commands.
+  // Marks the sandbox dead and releases everyone waiting on its commands. The exec states stay
+  // registered (Exec/Wait remove them via ToResult): a background command nobody has waited
+  // for yet must still report "killed" from a later Wait, not "exec not found". Nothing new
+  // can be added once `dead` is set, and the map goes away with the Sandbox.
   static void FailAll(Sandbox& sb) {
     std::lock_guard lock(sb.mu);
     sb.dead = true;
     for (auto& [id, st] : sb.execs) Complete(*st, nullptr);
-    sb.execs.clear();
   }
 
   static void Complete(ExecState& st, const proto::ExitedMsg* m) {
