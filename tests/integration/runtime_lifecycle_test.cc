@@ -454,11 +454,8 @@ TEST_F(RuntimeLifecycleTest, OrphanIsReportedAndDestroyCleansIt) {
 TEST_F(RuntimeLifecycleTest, OrphanInOneHierarchyIsReportedAndCleaned) {
   if (rt().cgroup_layout().version != runtime::linux::CgroupVersion::kV1)
     GTEST_SKIP() << "v1 only: v2 has a single hierarchy";
-  // Known gap (cgroup.cc, owned elsewhere): SandboxCgroup::Pids() and KillAll() only look at
-  // the exec parent dir (the freezer hierarchy on v1). An orphan whose processes sit in other
-  // hierarchies is listed with no pids, Destroy does not kill them, and it then fails with
-  // EBUSY after ~7 s. Fix: collect pids from every directory in dirs() and kill those too.
-  GTEST_SKIP() << "cgroup.cc: Pids()/KillAll() ignore hierarchies other than freezer";
+  // Regression: Pids()/KillAll() once looked only at the freezer hierarchy, so such an
+  // orphan was listed with no pids and Destroy failed with EBUSY.
   CheckOrphanCleanup(rt(), "orphan-pids-test", "pids");
 }
 

@@ -689,8 +689,19 @@ Result<CgroupUsage> SandboxCgroup::ReadUsage() const {
 }
 
 Result<std::vector<pid_t>> SandboxCgroup::Pids() const {
+  // Every hierarchy, not only the exec parent: an orphan left by a crash between creating one
+  // controller's directory and the next can hold tasks in any of them.
   std::vector<pid_t> pids;
-  PADDOCK_RETURN_IF_ERROR(CollectPids(exec_parent_dir_, true, &pids));
+  bool any_dir = false;
+  for (const auto& dir : dirs_) {
+    Status st = CollectPids(dir, true, &pids);
+    if (st.ok()) {
+      any_dir = true;
+    } else if (st.err() != ENOENT) {
+      return st;
+    }
+  }
+  if (!any_dir) return Status(StatusCode::kNotFound, "cgroup paddock-" + id_ + " is gone", ENOENT);
   std::sort(pids.begin(), pids.end());
   pids.erase(std::unique(pids.begin(), pids.end()), pids.end());
   return pids;
@@ -724,6 +735,12 @@ Status SandboxCgroup::KillAll() const {
     }
   }
 
+  // An orphan may lack its freezer directory (crash part-way through Create); then there is
+  // nothing to freeze or thaw, and repeated SIGKILL rounds still empty it.
+  auto thaw = [this]() -> Status {
+    Status st = Thaw();
+    return st.err() == ENOENT ? Status::Ok() : st;
+  };
   for (;;) {
     // Freezing first means no task can fork between listing and killing, and a listed frozen
     // task cannot exit, so its pid cannot be reused before kill() reaches it. A failed freeze
@@ -735,14 +752,14 @@ Status SandboxCgroup::KillAll() const {
       if (pids.status().err() == ENOENT) return Status::Ok();
       return pids.status();
     }
-    if (pids->empty()) return Thaw();
+    if (pids->empty()) return thaw();
     if (SteadyClock::now() >= deadline) {
       (void)Thaw();
       return timeout(pids->size());
     }
     for (pid_t pid : *pids) (void)::kill(pid, SIGKILL);
     // Frozen tasks keep a pending SIGKILL until thawed; only then do they run to exit.
-    PADDOCK_RETURN_IF_ERROR(Thaw());
+    PADDOCK_RETURN_IF_ERROR(thaw());
     const auto round_end = std::min(deadline, SteadyClock::now() + kKillRoundWait);
     for (;;) {
       PADDOCK_ASSIGN_OR_RETURN(size_t n, remaining());

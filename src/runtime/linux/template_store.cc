@@ -436,7 +436,7 @@ std::vector<SkeletonEntry> SkeletonLayout() {
   std::vector<SkeletonEntry> entries = {
       {"usr", 0755, ""},      {"etc", 0755, ""},  {"dev", 0755, ""},  {"proc", 0755, ""},
       {"sys", 0755, ""},      {"tmp", 01777, ""}, {"run", 0755, ""},  {"var", 0755, ""},
-      {"var/tmp", 01777, ""}, {"home", 0755, ""}, {"root", 0700, ""}, {"workspace", 0755, ""},
+      {"var/tmp", 01777, ""}, {"home", 0755, ""}, {"root", 0755, ""}, {"workspace", 0755, ""},
       {"mnt", 0755, ""},
   };
   for (const char* dir : {"bin", "sbin", "lib", "lib64", "lib32", "libx32"}) {
