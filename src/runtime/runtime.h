@@ -46,13 +46,12 @@ struct SandboxInfo {
   std::chrono::system_clock::time_point created_at;
 };
 
-// What exists on the host, found by scanning runtime objects (cgroups, state dirs), not from
+// What exists on the host, found by scanning runtime objects (cgroups), not from
 // memory: used by the reconciler to find orphans after a crash.
 struct HostObject {
   std::string id;
   bool known = false;      // this Runtime instance created it and still manages it
   bool has_cgroup = false;
-  bool has_state_dir = false;
   std::vector<pid_t> pids;  // host pids still in the sandbox's cgroup
 };
 
