@@ -844,8 +844,8 @@ Result<ExecResult> LinuxRuntime::Exec(const std::string& id, const ExecRequest& 
   std::vector<char> buf(64 * 1024);
   // Backstop for a wedged init: the init enforces the timeout itself; if it has not reported
   // well after that, we ask again and finally give up on the sandbox.
-  const auto backstop = req.timeout.count() > 0 ? st->start + req.timeout + std::chrono::seconds(5)
-                                                : Clock::time_point::max();
+  auto backstop = req.timeout.count() > 0 ? st->start + req.timeout + std::chrono::seconds(5)
+                                          : Clock::time_point::max();
   bool backstop_sent = false;
   while (true) {
     pollfd p[4];
@@ -873,11 +873,23 @@ Result<ExecResult> LinuxRuntime::Exec(const std::string& id, const ExecRequest& 
     }
     if (p[0].revents & POLLIN) break;
     if (Clock::now() >= backstop) {
+      bool paused;
+      {
+        std::lock_guard lock(sb->mu);
+        paused = sb->paused;
+      }
+      // A frozen init cannot enforce timeouts; the clock that matters restarts on resume.
+      if (paused) {
+        backstop = Clock::now() + std::chrono::seconds(1);
+        continue;
+      }
       if (!backstop_sent) {
         backstop_sent = true;
         (void)Kill(id, st->id, SIGKILL);
         continue;
       }
+      std::lock_guard lock(sb->mu);
+      sb->execs.erase(st->id);
       return Status(StatusCode::kDeadlineExceeded, "sandbox init did not report the command");
     }
   }
