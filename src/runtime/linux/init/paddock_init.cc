@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <linux/mount.h>
+#include <linux/openat2.h>
 #include <net/if.h>
 #include <sched.h>
 #include <signal.h>
@@ -408,6 +409,38 @@ void Init::SendExited(const Exec& e, int status, const rusage& ru, int spawn_err
   proto::SendPacket(kCtl, proto::Encode(m));
 }
 
+// chdir() that cannot leave the sandbox root. A command's child changes directory while it
+// still holds the init's descriptors (the control socket, a directory in the host's cgroupfs)
+// and, as root of the namespace with every capability, may follow /proc/1/fd/N too. A cwd
+// through such a /proc magic link -- passed by the API caller, or planted inside the sandbox
+// as a symlink at a default cwd (root inside owns /root and /home) -- would leave the command
+// in a host directory from which ".." walks the host's filesystem (CVE-2024-21626).
+// RESOLVE_NO_MAGICLINKS refuses every magic link (ELOOP); RESOLVE_IN_ROOT keeps ".." and
+// absolute symlinks inside the root.
+int ChdirInsideRoot(const char* path) {
+  int root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (root < 0) return -1;
+  open_how how{};
+  how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
+  how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
+  long fd;
+  int tries = 0;
+  do {  // EAGAIN: a concurrent rename made the kernel unsure ".." stayed inside; retry
+    fd = syscall(SYS_openat2, root, path, &how, sizeof how);
+  } while (fd < 0 && (errno == EAGAIN || errno == EINTR) && ++tries < 128);
+  int err = errno;
+  close(root);
+  if (fd < 0) {
+    errno = err;
+    return -1;
+  }
+  int rc = fchdir(static_cast<int>(fd));
+  err = errno;
+  close(static_cast<int>(fd));
+  errno = err;
+  return rc;
+}
+
 void Init::ExecChild(const proto::ExecMsg& m, int fds[3], int procs_fd, int err_pipe) {
   const char* step = "join exec cgroup";
   auto fail = [&]() {
@@ -422,6 +455,11 @@ void Init::ExecChild(const proto::ExecMsg& m, int fds[3], int procs_fd, int err_
   // killed as one tree (timeouts, Kill, Destroy).
   if (write(procs_fd, "0", 1) < 0) fail();
   close(procs_fd);
+  // The init's own descriptors must be gone before any caller-supplied path (cwd, the program,
+  // PATH) is resolved: close-on-exec is too late, and /proc/self/fd/<cgroup dir> is a directory
+  // in the host's cgroupfs from which "../../.." walks the host's filesystem (CVE-2024-21626).
+  close(cgroup_dir_);
+  close(kCtl);
   step = "setsid";
   if (setsid() < 0) fail();
   step = "reset signals";
@@ -438,7 +476,7 @@ void Init::ExecChild(const proto::ExecMsg& m, int fds[3], int procs_fd, int err_
     }
   }
   step = "chdir";
-  if (chdir(m.cwd.empty() ? "/" : m.cwd.c_str()) < 0) fail();
+  if (ChdirInsideRoot(m.cwd.empty() ? "/" : m.cwd.c_str()) < 0) fail();
   step = "rlimits";
   rlimit nofile{m.nofile, m.nofile};
   if (setrlimit(RLIMIT_NOFILE, &nofile) < 0) fail();
@@ -687,6 +725,9 @@ int Init::Run() {
 }  // namespace
 
 int main() {
+  // Exec'd from the daemon's memfd, the kernel names this task after the memfd
+  // ("memfd:paddock-i"), which is what `ps` inside the sandbox shows as pid 1. Use the real name.
+  prctl(PR_SET_NAME, "paddock-init", 0, 0, 0);
   std::vector<uint8_t> buf;
   int fds[proto::kMaxFdsPerMessage];
   int nfds = 0;
