@@ -21,3 +21,23 @@ TEST_F(RuntimeSmokeTest, CreateExecDestroy) {
 
 }  // namespace
 }  // namespace paddock::testing
+
+namespace paddock::testing {
+namespace {
+
+// Debian points many /usr/bin commands (awk, pager, ...) at /etc/alternatives; the host
+// template copies just those symlinks so the commands work, and nothing else of host /etc.
+TEST_F(RuntimeSmokeTest, AlternativesResolveButHostEtcStaysOut) {
+  std::string id = NewSandbox();
+  ASSERT_FALSE(id.empty());
+  CommandOutput o = Sh(id, "echo 'a b' | awk '{print $2}'");
+  EXPECT_EQ(o.result.exit_code, 0) << o.err;
+  EXPECT_EQ(o.out, "b\n");
+  o = Sh(id, "ls /etc | sort | tr '\\n' ' '");
+  EXPECT_EQ(o.out, "alternatives group hostname hosts nsswitch.conf passwd resolv.conf ");
+  o = Sh(id, "find /etc/alternatives -not -type l -not -path /etc/alternatives | wc -l");
+  EXPECT_EQ(o.out, "0\n");
+}
+
+}  // namespace
+}  // namespace paddock::testing

@@ -446,6 +446,27 @@ std::vector<SkeletonEntry> SkeletonLayout() {
       entries.push_back({dir, 0, target});
     }
   }
+  // Debian's alternatives: many /usr/bin commands (awk, pager, editor, java ...) are symlinks
+  // into /etc/alternatives, which would dangle without it. Only those symlinks are copied, and
+  // only the ones pointing into /usr: no other host /etc content enters a sandbox.
+  std::vector<std::string> names;
+  if (DIR* d = opendir("/etc/alternatives")) {
+    while (dirent* de = readdir(d)) names.push_back(de->d_name);
+    closedir(d);
+  }
+  std::sort(names.begin(), names.end());
+  bool any = false;
+  for (const auto& name : names) {
+    if (name == "." || name == "..") continue;
+    char buf[PATH_MAX];
+    ssize_t n = readlink(("/etc/alternatives/" + name).c_str(), buf, sizeof buf);
+    if (n <= 0) continue;
+    std::string target(buf, static_cast<size_t>(n));
+    if (target.rfind("/usr/", 0) != 0 || target.find("/../") != std::string::npos) continue;
+    if (!any) entries.push_back({"etc/alternatives", 0755, ""});
+    any = true;
+    entries.push_back({"etc/alternatives/" + name, 0, target});
+  }
   return entries;
 }
 

@@ -449,8 +449,17 @@ TEST(TemplateStoreHostTest, SkeletonLayoutAndManifest) {
       EXPECT_FALSE(fs::exists(fs::symlink_status(root + "/" + l))) << l;
     }
   }
-  // Nothing of the host is copied: /etc and /usr are empty (the init writes /etc, /usr is bound).
-  EXPECT_TRUE(fs::is_empty(root + "/etc"));
+  // Nothing of the host is copied but /etc/alternatives symlinks into /usr (the init writes
+  // the rest of /etc; /usr is bound).
+  for (const auto& e : fs::directory_iterator(root + "/etc")) {
+    EXPECT_EQ(e.path().filename().string(), "alternatives");
+  }
+  if (fs::exists(root + "/etc/alternatives")) {
+    for (const auto& e : fs::directory_iterator(root + "/etc/alternatives")) {
+      ASSERT_TRUE(fs::is_symlink(e.symlink_status())) << e.path();
+      EXPECT_EQ(fs::read_symlink(e.path()).string().rfind("/usr/", 0), 0u) << e.path();
+    }
+  }
   EXPECT_TRUE(fs::is_empty(root + "/usr"));
   EXPECT_FALSE(fs::exists(root + "/etc/passwd"));
   EXPECT_FALSE(fs::exists(root + "/etc/shadow"));
