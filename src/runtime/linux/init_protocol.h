@@ -7,6 +7,7 @@
 // a malformed packet must still fail cleanly rather than read out of bounds).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -269,7 +270,17 @@ inline int SendPacket(int sock, const std::vector<uint8_t>& data, const int* fds
 // close-on-exec by MSG_CMSG_CLOEXEC). Returns bytes received, 0 on EOF, or -errno.
 // Truncated packets or control data are rejected with -EMSGSIZE (the fds are closed).
 inline ssize_t RecvPacket(int sock, std::vector<uint8_t>* buf, int* fds, int* nfds, int flags = 0) {
-  buf->resize(kMaxMessageBytes);
+  *nfds = 0;
+  // Peek at the packet's length first (MSG_TRUNC makes recv report the full length) and size
+  // the buffer to it: allocating and zeroing the protocol maximum for every message cost more
+  // than a millisecond per exec, and an idle init would keep that much memory.
+  ssize_t len;
+  do {
+    len = ::recv(sock, nullptr, 0, MSG_PEEK | MSG_TRUNC | flags);
+  } while (len < 0 && errno == EINTR);
+  if (len < 0) return -errno;
+  if (len == 0) return 0;  // EOF (the protocol never sends empty packets)
+  buf->resize(std::min<size_t>(static_cast<size_t>(len), kMaxMessageBytes + 1));
   iovec iov{buf->data(), buf->size()};
   alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * kMaxFdsPerMessage)] = {};
   msghdr msg{};
@@ -297,7 +308,7 @@ inline ssize_t RecvPacket(int sock, std::vector<uint8_t>* buf, int* fds, int* nf
       }
     }
   }
-  if (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
+  if ((msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || static_cast<size_t>(n) > kMaxMessageBytes) {
     for (int i = 0; i < *nfds; ++i) ::close(fds[i]);
     *nfds = 0;
     return -EMSGSIZE;

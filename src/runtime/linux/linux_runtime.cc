@@ -577,7 +577,12 @@ Status LinuxRuntime::Impl::Teardown(Sandbox& sb) {
     // namespace, and with it the writable layer, goes away with the last process.
     ::syscall(SYS_pidfd_send_signal, sb.pidfd.get(), SIGKILL, nullptr, 0);
     // A frozen task does not act on SIGKILL until thawed.
-    if (sb.cgroup) (void)sb.cgroup->Thaw();
+    bool paused;
+    {
+      std::lock_guard lock(sb.mu);
+      paused = sb.paused;
+    }
+    if (sb.cgroup && paused) (void)sb.cgroup->Thaw();
     siginfo_t si;
     while (::waitid(P_PIDFD, static_cast<id_t>(sb.pidfd.get()), &si, WEXITED) < 0 &&
            errno == EINTR) {

@@ -581,7 +581,8 @@ Status BuildSkeleton(const std::string& host_dir, const std::vector<SkeletonEntr
 // walk itself is the expensive part we avoid at every start).
 std::string HostSourceStamp() {
   std::string stamp = kStampVersion;
-  for (const char* p : {"/usr", "/usr/bin", "/usr/lib", "/var/lib/dpkg/status"}) {
+  for (const char* p :
+       {"/usr", "/usr/bin", "/usr/lib", "/var/lib/dpkg/status", "/etc/alternatives"}) {
     struct stat st;
     stamp += ";";
     stamp += p;
@@ -866,19 +867,48 @@ Result<TemplateManifest> TemplateStore::EnsureHostTemplate() {
   return EnsureHostTemplateLocked();
 }
 
+// ctime of every directory of the skeleton: any entry added, removed, renamed or chmod'ed in
+// the skeleton changes one of them, so an unchanged value proves the skeleton still matches
+// what was verified, without re-reading the layout (hundreds of /etc/alternatives links).
+std::string SkeletonDirsStamp(const std::string& rootfs, const std::vector<std::string>& dirs) {
+  std::string stamp;
+  for (const auto& d : dirs) {
+    struct stat st;
+    std::string abs = d.empty() ? rootfs : rootfs + "/" + d;
+    if (lstat(abs.c_str(), &st) != 0) return "missing:" + d;
+    stamp += std::to_string(st.st_ctim.tv_sec) + "." + std::to_string(st.st_ctim.tv_nsec) + ";";
+  }
+  return stamp;
+}
+
 Result<TemplateManifest> TemplateStore::EnsureHostTemplateLocked() {
   const std::string host_dir = dir_ + "/" + kHostName;
   const std::string rootfs = host_dir + "/rootfs";
-  PADDOCK_RETURN_IF_ERROR(MakeDirs(host_dir));
 
   // Stamp first: if /usr changes during the walk below, the stored stamp is already stale.
   const std::string stamp = HostSourceStamp();
+  // Fast path, taken by every sandbox creation: verified earlier in this process, and neither
+  // the host sources nor the skeleton's directories changed since.
+  if (host_verified_ && host_verified_->manifest.source_stamp == stamp &&
+      SkeletonDirsStamp(rootfs, host_verified_->dirs) == host_verified_->dirs_stamp) {
+    return host_verified_->manifest;
+  }
+  host_verified_.reset();
+  PADDOCK_RETURN_IF_ERROR(MakeDirs(host_dir));
   const std::vector<SkeletonEntry> layout = SkeletonLayout();
+  std::vector<std::string> layout_dirs = {""};
+  for (const auto& e : layout) {
+    if (e.target.empty()) layout_dirs.push_back(e.path);
+  }
+  auto remember = [&](const TemplateManifest& m) {
+    host_verified_ = HostVerified{m, layout_dirs, SkeletonDirsStamp(rootfs, layout_dirs)};
+  };
   const bool skeleton_ok = SkeletonMatches(rootfs, layout);
 
   auto cached = LoadManifest(dir_, kHostName);
   if (cached.ok() && skeleton_ok && cached->source_stamp == stamp && cached->rootfs == rootfs &&
       cached->kind == "host") {
+    remember(*cached);
     return cached;
   }
   if (!cached.ok() && cached.status().code() != StatusCode::kNotFound) {
@@ -911,6 +941,7 @@ Result<TemplateManifest> TemplateStore::EnsureHostTemplateLocked() {
   DetectRuntimes("/", &m);
 
   PADDOCK_RETURN_IF_ERROR(StoreManifest(dir_, m));
+  remember(m);
   return m;
 }
 
@@ -1011,7 +1042,10 @@ Status TemplateStore::Remove(const std::string& name) {
   if (lstat(tdir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
     return NotFound("template \"" + name + "\" not found");
   }
-  if (name == kHostName) return RemoveTree(tdir);  // the skeleton is ours
+  if (name == kHostName) {
+    host_verified_.reset();
+    return RemoveTree(tdir);  // the skeleton is ours
+  }
 
   // An imported template's rootfs is the user's directory, used in place: delete only what the
   // store wrote (the manifest and its temp files), never recursively.

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -71,6 +72,13 @@ class TemplateStore {
 
   std::string dir_;  // absolute
   std::mutex mu_;
+  // The host manifest as last verified by this instance, with what proves it still holds.
+  struct HostVerified {
+    TemplateManifest manifest;
+    std::vector<std::string> dirs;  // skeleton directories ("" = rootfs itself)
+    std::string dirs_stamp;
+  };
+  std::optional<HostVerified> host_verified_;
 };
 
 }  // namespace paddock::runtime::linux

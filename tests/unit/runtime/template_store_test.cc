@@ -514,14 +514,18 @@ TEST(TemplateStoreHostTest, ManifestIsCachedUntilTheStampChanges) {
   ASSERT_NE(p, std::string::npos);
   text.replace(p, first->digest.size(), "sha256:planted");
   WriteFile(manifest, text);
-  EXPECT_EQ(store.EnsureHostTemplate()->digest, "sha256:planted");
+  // The instance that verified it serves its in-memory copy (the per-create fast path) ...
+  EXPECT_EQ(store.EnsureHostTemplate()->digest, first->digest);
+  // ... and a new instance trusts the manifest on disk while stamp and skeleton match.
+  EXPECT_EQ(TemplateStore(store_dir.path()).EnsureHostTemplate()->digest, "sha256:planted");
 
   // A different source stamp forces a recompute.
   p = text.find(first->source_stamp);
   ASSERT_NE(p, std::string::npos);
   text.replace(p, first->source_stamp.size(), "v0;stale");
   WriteFile(manifest, text);
-  auto recomputed = store.EnsureHostTemplate();
+  TemplateStore fresh(store_dir.path());
+  auto recomputed = fresh.EnsureHostTemplate();
   ASSERT_TRUE(recomputed.ok());
   EXPECT_EQ(recomputed->digest, first->digest);
   EXPECT_EQ(recomputed->source_stamp, first->source_stamp);

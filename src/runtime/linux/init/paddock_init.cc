@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -311,7 +312,23 @@ class Init {
   void ReapChildren();
   void EnforceDeadlines();
   void CollectEmptyCgroups();
-  [[noreturn]] void ExecChild(const proto::ExecMsg& m, int fds[3], int procs_fd, int err_pipe);
+  // What StartExec hands to its CLONE_VM child; the child writes report_* when it fails.
+  struct ChildLaunch {
+    Init* init = nullptr;
+    char** argv = nullptr;
+    char** envp = nullptr;
+    const char* path = nullptr;
+    const char* cwd = nullptr;
+    uid_t uid = 0;
+    gid_t gid = 0;
+    rlim_t nofile = 0;
+    int procs_fd = -1;
+    int fds[3] = {-1, -1, -1};
+    volatile int report_errno = 0;
+    const char* volatile report_step = nullptr;
+  };
+  static int ExecChildEntry(void* arg);
+  [[noreturn]] void ExecChild(ChildLaunch& c);
   void SendExited(const Exec& e, int status, const rusage& ru, int spawn_errno, const char* msg);
   [[noreturn]] void KillEverythingAndExit();
 
@@ -323,6 +340,8 @@ class Init {
   std::vector<std::string> lingering_;      // exec cgroups with background leftovers
   std::map<uint64_t, std::string> finished_cgroups_;  // exec id -> cgroup (for Kill later)
   uint64_t cgroup_seq_ = 0;
+  // Stack for the vfork-style exec child; only the pages it touches become resident.
+  alignas(64) char child_stack_[64 * 1024];
 };
 
 bool CgroupEmpty(int dirfd, const std::string& name) {
@@ -441,20 +460,59 @@ int ChdirInsideRoot(const char* path) {
   return rc;
 }
 
-void Init::ExecChild(const proto::ExecMsg& m, int fds[3], int procs_fd, int err_pipe) {
+// PATH search without allocation (the child shares the init's heap, see StartExec), with
+// execvp's error preference: EACCES from any candidate wins over a final ENOENT.
+void ExecvpeNoAlloc(const char* file, char* const argv[], char* const envp[], const char* path) {
+  if (strchr(file, '/')) {
+    execve(file, argv, envp);
+    return;
+  }
+  const size_t flen = strlen(file);
+  bool saw_eacces = false;
+  char buf[PATH_MAX];
+  for (const char* p = path;; ++p) {
+    const char* end = strchrnul(p, ':');
+    size_t dlen = static_cast<size_t>(end - p);
+    if (dlen == 0) {  // an empty PATH entry means the current directory
+      buf[0] = '.';
+      dlen = 1;
+    } else if (dlen + flen + 2 <= sizeof buf) {
+      memcpy(buf, p, dlen);
+    } else {
+      dlen = 0;
+    }
+    if (dlen > 0 && dlen + flen + 2 <= sizeof buf) {
+      buf[dlen] = '/';
+      memcpy(buf + dlen + 1, file, flen + 1);
+      execve(buf, argv, envp);
+      if (errno == EACCES) saw_eacces = true;
+      else if (errno != ENOENT && errno != ENOTDIR && errno != ENAMETOOLONG) return;
+    }
+    if (*end == '\0') break;
+    p = end;
+  }
+  errno = saw_eacces ? EACCES : ENOENT;
+}
+
+// The child of a vfork-style clone: it shares the init's memory until execve, so it only makes
+// syscalls on data the parent prepared, and reports a failure by writing `report` (which the
+// parent reads once the kernel resumes it) before _exit.
+int Init::ExecChildEntry(void* arg) {
+  auto* c = static_cast<ChildLaunch*>(arg);
+  c->init->ExecChild(*c);
+}
+
+void Init::ExecChild(ChildLaunch& c) {
   const char* step = "join exec cgroup";
   auto fail = [&]() {
-    int e = errno;
-    // Report errno and the failed step's name to the init through the close-on-exec pipe.
-    char buf[128];
-    int len = snprintf(buf, sizeof buf, "%d %s", e, step);
-    (void)!write(err_pipe, buf, static_cast<size_t>(len));
+    c.report_errno = errno ? errno : EINVAL;
+    c.report_step = step;
     _exit(127);
   };
   // Join the exec's own cgroup first, so every process it ever forks is tracked and can be
   // killed as one tree (timeouts, Kill, Destroy).
-  if (write(procs_fd, "0", 1) < 0) fail();
-  close(procs_fd);
+  if (write(c.procs_fd, "0", 1) < 0) fail();
+  close(c.procs_fd);
   // The init's own descriptors must be gone before any caller-supplied path (cwd, the program,
   // PATH) is resolved: close-on-exec is too late, and /proc/self/fd/<cgroup dir> is a directory
   // in the host's cgroupfs from which "../../.." walks the host's filesystem (CVE-2024-21626).
@@ -462,31 +520,34 @@ void Init::ExecChild(const proto::ExecMsg& m, int fds[3], int procs_fd, int err_
   close(kCtl);
   step = "setsid";
   if (setsid() < 0) fail();
-  step = "reset signals";
+  step = "reset signal mask";
+  // The init sets no signal handlers or ignores (which would survive execve); it only blocks
+  // SIGCHLD for its signalfd, and the mask is inherited, so unblock everything.
   sigset_t none;
   sigemptyset(&none);
-  for (int sig = 1; sig < NSIG; ++sig) signal(sig, SIG_DFL);
   if (sigprocmask(SIG_SETMASK, &none, nullptr) < 0) fail();
   step = "stdio";
   for (int i = 0; i < 3; ++i) {
-    if (fds[i] == i) {
+    if (c.fds[i] == i) {
       if (fcntl(i, F_SETFD, 0) < 0) fail();
-    } else if (dup2(fds[i], i) < 0) {
+    } else if (dup2(c.fds[i], i) < 0) {
       fail();
     }
   }
   step = "chdir";
-  if (ChdirInsideRoot(m.cwd.empty() ? "/" : m.cwd.c_str()) < 0) fail();
+  if (ChdirInsideRoot(c.cwd) < 0) fail();
   step = "rlimits";
-  rlimit nofile{m.nofile, m.nofile};
+  rlimit nofile{c.nofile, c.nofile};
   if (setrlimit(RLIMIT_NOFILE, &nofile) < 0) fail();
   rlimit nocore{0, 0};
   if (setrlimit(RLIMIT_CORE, &nocore) < 0) fail();
   step = "set user";
-  gid_t gid = m.gid;
-  if (setgroups(1, &gid) < 0) fail();
-  if (setresgid(m.gid, m.gid, m.gid) < 0) fail();
-  if (setresuid(m.uid, m.uid, m.uid) < 0) fail();
+  // Raw syscalls: glibc's set*id wrappers would try to synchronise "other threads", which in
+  // a CLONE_VM child means the init's own bookkeeping.
+  gid_t gid = c.gid;
+  if (syscall(SYS_setgroups, 1, &gid) < 0) fail();
+  if (syscall(SYS_setresgid, c.gid, c.gid, c.gid) < 0) fail();
+  if (syscall(SYS_setresuid, c.uid, c.uid, c.uid) < 0) fail();
   step = "drop capabilities";
   // setresuid to a non-zero uid already cleared the permitted set; this also covers commands
   // run as root inside, who must not keep capabilities either (the bounding set is empty, so
@@ -502,18 +563,10 @@ void Init::ExecChild(const proto::ExecMsg& m, int fds[3], int procs_fd, int err_
           reinterpret_cast<const sock_filter*>(setup_.seccomp_bpf.data()), filter_len_) < 0)
     fail();
   step = "close fds";
-  // Everything above stdio becomes close-on-exec: the control socket, the cgroup dir, other
-  // execs' pipes. The error pipe is already close-on-exec and closes when execve succeeds.
+  // Everything above stdio becomes close-on-exec: other execs' pipes, the signalfd.
   if (syscall(SYS_close_range, 3u, ~0u, CLOSE_RANGE_CLOEXEC) < 0) fail();
   step = "execve";
-  std::vector<char*> argv, envp;
-  for (const auto& a : m.argv) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  for (const auto& e : m.env) envp.push_back(const_cast<char*>(e.c_str()));
-  envp.push_back(nullptr);
-  // execvpe searches the PATH of the *current* environment, so install the command's first.
-  environ = envp.data();
-  execvpe(argv[0], argv.data(), envp.data());
+  ExecvpeNoAlloc(c.argv[0], c.argv, c.envp, c.path);
   fail();
   _exit(127);
 }
@@ -538,44 +591,46 @@ void Init::StartExec(const proto::ExecMsg& m, int fds[3]) {
     unlinkat(cgroup_dir_, e.cgroup.c_str(), AT_REMOVEDIR);
     return spawn_failed(err, "open exec cgroup");
   }
-  int err_pipe[2];
-  if (pipe2(err_pipe, O_CLOEXEC) < 0) {
-    int err = errno;
-    close(procs_fd);
-    unlinkat(cgroup_dir_, e.cgroup.c_str(), AT_REMOVEDIR);
-    return spawn_failed(err, "pipe");
+  // Everything the child needs is built here: it shares our memory and must not allocate.
+  std::vector<char*> argv, envp;
+  for (const auto& a : m.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  const char* path = "/usr/local/bin:/usr/bin:/bin";
+  for (const auto& v : m.env) {
+    envp.push_back(const_cast<char*>(v.c_str()));
+    if (v.rfind("PATH=", 0) == 0) path = v.c_str() + 5;
   }
-  pid_t pid = fork();
-  if (pid == 0) {
-    close(err_pipe[0]);
-    ExecChild(m, fds, procs_fd, err_pipe[1]);
-  }
-  int fork_errno = errno;
+  envp.push_back(nullptr);
+  ChildLaunch c;
+  c.init = this;
+  c.argv = argv.data();
+  c.envp = envp.data();
+  c.path = path;
+  c.cwd = m.cwd.empty() ? "/" : m.cwd.c_str();
+  c.uid = m.uid;
+  c.gid = m.gid;
+  c.nofile = m.nofile;
+  c.procs_fd = procs_fd;
+  for (int i = 0; i < 3; ++i) c.fds[i] = fds[i];
+  // CLONE_VM | CLONE_VFORK, like posix_spawn: no page tables to copy and no copy-on-write
+  // faults in the child, and we are suspended until it has exec'd or exited, so `c` and the
+  // strings above stay valid. The child gets its own stack; the fd table is its own copy.
+  pid_t pid = clone(&Init::ExecChildEntry, child_stack_ + sizeof child_stack_,
+                    CLONE_VM | CLONE_VFORK | SIGCHLD, &c);
+  int clone_errno = errno;
   close(procs_fd);
-  close(err_pipe[1]);
   for (int i = 0; i < 3; ++i) close(fds[i]);
   if (pid < 0) {
-    close(err_pipe[0]);
     unlinkat(cgroup_dir_, e.cgroup.c_str(), AT_REMOVEDIR);
-    SendExited(e, 0, ru, fork_errno, "fork");
+    SendExited(e, 0, ru, clone_errno, "clone");
     return;
   }
-  // Wait for execve: EOF means it succeeded (the pipe was close-on-exec), data is the errno.
-  char buf[128];
-  ssize_t n;
-  do {
-    n = read(err_pipe[0], buf, sizeof buf - 1);
-  } while (n < 0 && errno == EINTR);
-  close(err_pipe[0]);
   e.pid = pid;
-  if (n > 0) {
-    buf[n] = '\0';
-    int err = atoi(buf);
-    const char* space = strchr(buf, ' ');
+  if (c.report_errno != 0) {
     int status;
     wait4(pid, &status, 0, &ru);
     unlinkat(cgroup_dir_, e.cgroup.c_str(), AT_REMOVEDIR);
-    SendExited(e, status, ru, err ? err : EINVAL, space ? space + 1 : "exec");
+    SendExited(e, status, ru, c.report_errno, c.report_step);
     return;
   }
   proto::SendPacket(kCtl, proto::Encode(proto::StartedMsg{e.id, pid}));
