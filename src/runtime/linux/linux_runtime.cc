@@ -126,6 +126,7 @@ struct Sandbox {
 
   std::mutex send_mu;  // one writer at a time on the control socket
   std::mutex mu;       // guards everything below
+  bool ready = false;  // setup finished (written once by Create, before it is shared)
   bool dead = false;
   bool paused = false;
   std::map<ExecId, std::shared_ptr<ExecState>> execs;
@@ -558,6 +559,7 @@ Result<SandboxInfo> LinuxRuntime::Create(const SandboxSpec& spec) {
   ident.id_range = kIdsPerSandbox;
   sb->files = std::make_unique<SandboxFiles>(std::move(root), ident);
   if (auto oom = sb->cgroup->OomKillCount(); oom.ok()) sb->oom_seen = *oom;
+  sb->ready = true;
 
   {
     std::unique_lock lock(im.mu);
@@ -573,15 +575,26 @@ Result<SandboxInfo> LinuxRuntime::Create(const SandboxSpec& spec) {
 Status LinuxRuntime::Impl::Teardown(Sandbox& sb) {
   if (sb.ctl) reactor->Unregister(sb);
   if (sb.pidfd) {
-    // SIGKILL to the pid namespace's init makes the kernel kill every process in it; the mount
-    // namespace, and with it the writable layer, goes away with the last process.
-    ::syscall(SYS_pidfd_send_signal, sb.pidfd.get(), SIGKILL, nullptr, 0);
-    // A frozen task does not act on SIGKILL until thawed.
-    bool paused;
+    bool paused, dead;
     {
       std::lock_guard lock(sb.mu);
       paused = sb.paused;
+      dead = sb.dead;
     }
+    // Ask a healthy init to exit; as pid 1 its exit makes the kernel kill every process in the
+    // namespace, and the mount namespace (the writable layer with it) goes away with the last
+    // one. A paused, broken or half-created init is not asked, and SIGKILL follows regardless.
+    if (sb.ready && !paused && !dead) {
+      int rc;
+      {
+        std::lock_guard lock(sb.send_mu);
+        rc = proto::SendPacket(sb.ctl.get(), proto::MessageWriter(proto::MsgType::kShutdown).data());
+      }
+      pollfd pfd{sb.pidfd.get(), POLLIN, 0};
+      if (rc == 0) (void)::poll(&pfd, 1, 1000);
+    }
+    ::syscall(SYS_pidfd_send_signal, sb.pidfd.get(), SIGKILL, nullptr, 0);
+    // A frozen task does not act on SIGKILL until thawed.
     if (sb.cgroup && paused) (void)sb.cgroup->Thaw();
     siginfo_t si;
     while (::waitid(P_PIDFD, static_cast<id_t>(sb.pidfd.get()), &si, WEXITED) < 0 &&
