@@ -25,17 +25,6 @@ using runtime::ExecResult;
 
 class RuntimeExecTest : public SandboxTest {
  protected:
-  // Runs `req`, collecting stdout/stderr; fails the test on a runtime error.
-  CommandOutput Run(const std::string& id, const ExecRequest& req) {
-    CommandOutput o;
-    ExecCallbacks cb;
-    cb.on_stdout = [&](std::string_view s) { o.out.append(s); };
-    cb.on_stderr = [&](std::string_view s) { o.err.append(s); };
-    auto r = rt().Exec(id, req, cb);
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
-    if (r.ok()) o.result = *r;
-    return o;
-  }
   static ExecRequest Shell(std::string script) {
     ExecRequest req;
     req.shell = std::move(script);

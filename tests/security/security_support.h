@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "common/random.h"
 #include "support/runtime_fixture.h"
 
 namespace paddock::testing {
@@ -31,17 +32,7 @@ inline const std::vector<std::string>& SandboxUsers() {
   return kUsers;
 }
 
-inline std::string RandomToken(size_t bytes = 16) {
-  std::random_device rd;
-  static const char* kHex = "0123456789abcdef";
-  std::string s;
-  for (size_t i = 0; i < bytes; ++i) {
-    unsigned v = rd() & 0xff;
-    s += kHex[v >> 4];
-    s += kHex[v & 0xf];
-  }
-  return s;
-}
+inline std::string RandomToken(size_t bytes = 16) { return RandomHex(bytes); }
 
 inline std::optional<std::string> ReadHostFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -153,19 +144,12 @@ class SecurityTest : public SandboxTest {
   CommandOutput Run(const std::string& id, const std::string& user,
                     const std::vector<std::string>& argv, const std::string& stdin_data = "",
                     std::chrono::milliseconds timeout = std::chrono::seconds(60)) {
-    CommandOutput o;
     runtime::ExecRequest req;
     req.argv = argv;
     req.user = user;
     req.stdin_data = stdin_data;
     req.timeout = timeout;
-    runtime::ExecCallbacks cb;
-    cb.on_stdout = [&](std::string_view s) { o.out.append(s); };
-    cb.on_stderr = [&](std::string_view s) { o.err.append(s); };
-    auto r = rt().Exec(id, req, cb);
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
-    if (r.ok()) o.result = *r;
-    return o;
+    return SandboxTest::Run(id, req);
   }
 
   CommandOutput ShAs(const std::string& id, const std::string& user, const std::string& script,

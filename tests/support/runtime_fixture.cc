@@ -59,13 +59,8 @@ std::string SandboxTest::NewSandbox(runtime::SandboxSpec spec) {
   return info->id;
 }
 
-CommandOutput SandboxTest::Sh(const std::string& id, const std::string& script,
-                              std::chrono::milliseconds timeout, const std::string& user) {
+CommandOutput SandboxTest::Run(const std::string& id, const runtime::ExecRequest& req) {
   CommandOutput o;
-  runtime::ExecRequest req;
-  req.shell = script;
-  req.timeout = timeout;
-  req.user = user;
   runtime::ExecCallbacks cb;
   cb.on_stdout = [&](std::string_view s) { o.out.append(s); };
   cb.on_stderr = [&](std::string_view s) { o.err.append(s); };
@@ -73,6 +68,15 @@ CommandOutput SandboxTest::Sh(const std::string& id, const std::string& script,
   EXPECT_TRUE(r.ok()) << r.status().ToString();
   if (r.ok()) o.result = *r;
   return o;
+}
+
+CommandOutput SandboxTest::Sh(const std::string& id, const std::string& script,
+                              std::chrono::milliseconds timeout, const std::string& user) {
+  runtime::ExecRequest req;
+  req.shell = script;
+  req.timeout = timeout;
+  req.user = user;
+  return Run(id, req);
 }
 
 }  // namespace paddock::testing

@@ -32,6 +32,8 @@ class SandboxTest : public ::testing::Test {
   // Creates a sandbox (small defaults: 1 CPU, 256 MiB, 128 pids, 64 MiB disk) or fails the test.
   std::string NewSandbox(runtime::SandboxSpec spec = DefaultSpec());
   static runtime::SandboxSpec DefaultSpec();
+  // Runs `req`, collecting stdout/stderr; fails the test if the runtime returns an error.
+  CommandOutput Run(const std::string& id, const runtime::ExecRequest& req);
   // Runs `sh -c script` (as the sandbox user unless `user` says "root"); fails the test if the
   // runtime returns an error.
   CommandOutput Sh(const std::string& id, const std::string& script,

@@ -24,6 +24,7 @@
 #include <shared_mutex>
 #include <thread>
 
+#include "common/random.h"
 #include "runtime/linux/init_protocol.h"
 #include "runtime/linux/sandbox_files.h"
 #include "runtime/linux/seccomp_policy.h"
@@ -51,18 +52,6 @@ constexpr uint32_t kMaxSlots = 4096;
 constexpr uint32_t kSandboxUid = 1000;
 
 constexpr const char* kDefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-
-std::string RandomHex(size_t bytes) {
-  std::random_device rd;
-  static const char* kHex = "0123456789abcdef";
-  std::string s;
-  for (size_t i = 0; i < bytes; ++i) {
-    unsigned v = rd() & 0xff;
-    s += kHex[v >> 4];
-    s += kHex[v & 0xf];
-  }
-  return s;
-}
 
 Status WriteWholeFile(const std::string& path, const std::string& content) {
   UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));

@@ -16,6 +16,8 @@
 //    credentials switched to the sandbox user and its effective capabilities cleared.
 #include "runtime/linux/sandbox_files.h"
 
+#include "common/random.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/capability.h>
@@ -135,26 +137,6 @@ Status WriteAll(int fd, std::string_view data, const std::string& path) {
   return Status::Ok();
 }
 
-Result<std::string> RandomHex(size_t bytes) {
-  unsigned char buf[32];
-  if (bytes > sizeof(buf)) return Internal("RandomHex: too many bytes");
-  size_t got = 0;
-  while (got < bytes) {
-    ssize_t n = getrandom(buf + got, bytes - got, 0);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return ErrnoStatus("getrandom");
-    }
-    got += static_cast<size_t>(n);
-  }
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (size_t i = 0; i < bytes; ++i) {
-    out += kHex[buf[i] >> 4];
-    out += kHex[buf[i] & 0xf];
-  }
-  return out;
-}
 
 // --- paths ----------------------------------------------------------------------------------
 
@@ -681,7 +663,7 @@ Status SandboxFiles::WriteFile(std::string_view path, uint32_t mode, uint64_t ma
       } else if (errno != ENOENT) {
         return ErrnoStatus("stat " + p);
       }
-      PADDOCK_ASSIGN_OR_RETURN(std::string suffix, RandomHex(8));
+      const std::string suffix = RandomHex(8);
       tmp_name = ".paddock-upload-" + suffix;
       // A fresh file (O_EXCL, O_NOFOLLOW) that the sandbox cannot have prepared: writing into
       // an existing `path` instead would write through a hard link the sandbox planted to a
