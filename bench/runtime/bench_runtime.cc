@@ -30,12 +30,11 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "runtime/linux/linux_runtime.h"
 
@@ -46,8 +45,8 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 using json = nlohmann::ordered_json;
-using paddock::runtime::ExecRequest;
 using paddock::runtime::ExecCallbacks;
+using paddock::runtime::ExecRequest;
 using paddock::runtime::SandboxSpec;
 using paddock::runtime::linux::LinuxRuntime;
 using paddock::runtime::linux::LinuxRuntimeOptions;
@@ -63,11 +62,11 @@ struct Options {
   int iterations = 200;        // cold and bwrap samples each
   int warm_iterations = 1000;  // warm and floor samples each
   int idle_count = 500;
-  int block = 20;              // cold/bwrap alternate in blocks of this many
-  int warm_block = 50;         // warm/floor alternate in blocks of this many
-  int warmup = 5;              // unmeasured iterations of each kind first
-  int settle_ms = 2000;        // before each MemAvailable reading
-  std::string template_dir;    // default: <exe dir>/test-data/templates
+  int block = 20;            // cold/bwrap alternate in blocks of this many
+  int warm_block = 50;       // warm/floor alternate in blocks of this many
+  int warmup = 5;            // unmeasured iterations of each kind first
+  int settle_ms = 2000;      // before each MemAvailable reading
+  std::string template_dir;  // default: <exe dir>/test-data/templates
   std::string state_dir = "/run/paddock";
   std::string phases = "cold,warm,idle";  // subset to run (cold includes bwrap, warm the floor)
   bool Has(const std::string& phase) const {
@@ -90,11 +89,10 @@ bool ParseArgs(int argc, char** argv, Options* o) {
       {"--warm-block", &o->warm_block}, {"--warmup", &o->warmup},
       {"--settle-ms", &o->settle_ms},
   };
-  std::map<std::string, std::string*> strs = {
-      {"--out", &o->out},
-      {"--template-dir", &o->template_dir},
-      {"--state-dir", &o->state_dir},
-      {"--phases", &o->phases}};
+  std::map<std::string, std::string*> strs = {{"--out", &o->out},
+                                              {"--template-dir", &o->template_dir},
+                                              {"--state-dir", &o->state_dir},
+                                              {"--phases", &o->phases}};
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "-h" || a == "--help") return false;
@@ -247,8 +245,8 @@ std::vector<pid_t> PaddockInitPids() {
     std::error_code ec2;
     std::string exe = fs::read_symlink(e.path() / "exe", ec2).string();
     if (ec2) continue;
-    if (exe.find("memfd:paddock-init") != std::string::npos ||
-        exe.ends_with("/paddock-init") || exe.ends_with("/paddock-init (deleted)"))
+    if (exe.find("memfd:paddock-init") != std::string::npos || exe.ends_with("/paddock-init") ||
+        exe.ends_with("/paddock-init (deleted)"))
       out.push_back(std::atoi(name.c_str()));
   }
   return out;
@@ -341,9 +339,9 @@ bool SpawnWait(const std::vector<std::string>& args) {
 
 // bwrap as found on PATH (set in main).
 std::vector<std::string> kBwrapTrue = {
-    "bwrap", "--unshare-all", "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin",
-    "/bin", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64", "--proc",
-    "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "/bin/true"};
+    "bwrap",  "--unshare-all", "--ro-bind", "/usr", "/usr",      "--symlink", "usr/bin",
+    "/bin",   "--symlink",     "usr/lib",   "/lib", "--symlink", "usr/lib64", "/lib64",
+    "--proc", "/proc",         "--dev",     "/dev", "--tmpfs",   "/tmp",      "/bin/true"};
 const std::vector<std::string> kTrue = {"/bin/true"};
 
 // --- the benchmark --------------------------------------------------------------------------
@@ -539,12 +537,8 @@ class Bench {
         if (auto u = rt_.Usage(id); u.ok()) cg_bytes += u->memory_bytes;
       }
       auto per = [&](double kib) { return kib / n; };
-      auto delta = [&](const char* k) {
-        return per(static_cast<double>(before[k] - after[k]));
-      };
-      auto growth = [&](const char* k) {
-        return per(static_cast<double>(after[k] - before[k]));
-      };
+      auto delta = [&](const char* k) { return per(static_cast<double>(before[k] - after[k])); };
+      auto growth = [&](const char* k) { return per(static_cast<double>(after[k] - before[k])); };
       json& j = *out;
       j["idle_count"] = n;
       j["idle_host_kib_per_sandbox"] = delta("MemAvailable");
@@ -555,9 +549,9 @@ class Bench {
       // by hundreds of MiB): what the inits map (Pss + page tables) plus the kernel memory
       // lines that nothing else on a busy host moves much (unreclaimable slab, kernel stacks,
       // per-cpu data, shmem i.e. the sandboxes' tmpfs files).
-      j["idle_accounted_kib_per_sandbox"] =
-          per(static_cast<double>(pss + pte)) + growth("SUnreclaim") + growth("KernelStack") +
-          growth("Percpu") + growth("Shmem");
+      j["idle_accounted_kib_per_sandbox"] = per(static_cast<double>(pss + pte)) +
+                                            growth("SUnreclaim") + growth("KernelStack") +
+                                            growth("Percpu") + growth("Shmem");
       j["idle_init_pte_kib_per_sandbox"] = per(static_cast<double>(pte));
       j["create_per_s"] = n / create_s;
       j["idle_create_total_s"] = create_s;
@@ -626,7 +620,9 @@ class Bench {
   std::vector<std::pair<pid_t, uint64_t>> spawned_inits_;
 };
 
-const char* Verdict(double v, double target) { return std::isfinite(v) && v <= target ? "PASS" : "MISS"; }
+const char* Verdict(double v, double target) {
+  return std::isfinite(v) && v <= target ? "PASS" : "MISS";
+}
 
 }  // namespace
 
@@ -649,18 +645,19 @@ int main(int argc, char** argv) {
       if (access(cand.c_str(), X_OK) == 0) found = cand;
     }
     if (found.empty()) {
-      fprintf(stderr, "bench_runtime: bwrap not found on PATH (scripts/bootstrap installs "
-                      "bubblewrap)\n");
+      fprintf(stderr,
+              "bench_runtime: bwrap not found on PATH (scripts/bootstrap installs "
+              "bubblewrap)\n");
       return 1;
     }
     kBwrapTrue[0] = found;
   }
   if (o.template_dir.empty()) {
     std::error_code ec;
-    o.template_dir = (fs::read_symlink("/proc/self/exe", ec).parent_path() / "test-data" /
-                      "templates").string();
+    o.template_dir =
+        (fs::read_symlink("/proc/self/exe", ec).parent_path() / "test-data" / "templates").string();
   }
-  struct sigaction sa{};
+  struct sigaction sa {};
   sa.sa_handler = OnSignal;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
@@ -671,12 +668,16 @@ int main(int argc, char** argv) {
   result["host"] = HostInfo();
   result["loadavg_start"] = LoadAvg();
   result["bwrap"] = kBwrapTrue;
-  result["config"] = {{"iterations", o.iterations},      {"warm_iterations", o.warm_iterations},
-                      {"idle_count", o.idle_count},      {"block", o.block},
-                      {"warm_block", o.warm_block},      {"warmup", o.warmup},
+  result["config"] = {{"iterations", o.iterations},
+                      {"warm_iterations", o.warm_iterations},
+                      {"idle_count", o.idle_count},
+                      {"block", o.block},
+                      {"warm_block", o.warm_block},
+                      {"warmup", o.warmup},
                       {"phases", o.phases},
                       {"limits", "1 cpu, 256 MiB memory, 128 pids, 64 MiB disk, 32 MiB /tmp"},
-                      {"template", "host"},              {"template_dir", o.template_dir},
+                      {"template", "host"},
+                      {"template_dir", o.template_dir},
                       {"state_dir", o.state_dir}};
 
   LinuxRuntimeOptions ro;
@@ -685,8 +686,7 @@ int main(int argc, char** argv) {
   auto t_open = Clock::now();
   auto opened = LinuxRuntime::Open(ro);
   if (!opened.ok()) {
-    fprintf(stderr, "bench_runtime: cannot open runtime: %s\n",
-            opened.status().ToString().c_str());
+    fprintf(stderr, "bench_runtime: cannot open runtime: %s\n", opened.status().ToString().c_str());
     return 1;
   }
   std::unique_ptr<LinuxRuntime> rt = std::move(opened).value();
@@ -745,20 +745,18 @@ int main(int argc, char** argv) {
   for (auto it = idle.begin(); it != idle.end(); ++it) result[it.key()] = it.value();
   result["leftovers_after"] = leftovers;
   result["leftovers_detail"] = left;
-  result["samples"] = {{"cold", Summary(b.cold_)},
-                       {"cold_create", Summary(b.cold_create_)},
-                       {"cold_exec", Summary(b.cold_exec_)},
-                       {"cold_destroy", Summary(b.cold_destroy_)},
-                       {"bwrap_cold", Summary(b.bwrap_)},
-                       {"warm", Summary(b.warm_)},
-                       {"floor", Summary(b.floor_)}};
+  result["samples"] = {
+      {"cold", Summary(b.cold_)},           {"cold_create", Summary(b.cold_create_)},
+      {"cold_exec", Summary(b.cold_exec_)}, {"cold_destroy", Summary(b.cold_destroy_)},
+      {"bwrap_cold", Summary(b.bwrap_)},    {"warm", Summary(b.warm_)},
+      {"floor", Summary(b.floor_)}};
   result["targets"] = {
-      {"cold_vs_bwrap", {{"max", 1.0}, {"value", cold_vs_bwrap},
-                         {"verdict", Verdict(cold_vs_bwrap, 1.0)}}},
-      {"warm_vs_floor", {{"max", 1.5}, {"value", warm_vs_floor},
-                         {"verdict", Verdict(warm_vs_floor, 1.5)}}},
-      {"idle_host_kib_per_sandbox", {{"max", 2048}, {"value", idle_kib},
-                                     {"verdict", Verdict(idle_kib, 2048)}}},
+      {"cold_vs_bwrap",
+       {{"max", 1.0}, {"value", cold_vs_bwrap}, {"verdict", Verdict(cold_vs_bwrap, 1.0)}}},
+      {"warm_vs_floor",
+       {{"max", 1.5}, {"value", warm_vs_floor}, {"verdict", Verdict(warm_vs_floor, 1.5)}}},
+      {"idle_host_kib_per_sandbox",
+       {{"max", 2048}, {"value", idle_kib}, {"verdict", Verdict(idle_kib, 2048)}}},
   };
   result["completed"] = b.ok_ && !g_stop.load();
 
@@ -769,8 +767,8 @@ int main(int argc, char** argv) {
   };
   printf("\nPaddock runtime benchmark  %s  %s, %ld cpus, cgroup %s, load %s -> %s\n",
          result["timestamp"].get<std::string>().c_str(),
-         result["host"]["kernel"].get<std::string>().c_str(),
-         sysconf(_SC_NPROCESSORS_ONLN), result["host"]["cgroup"].get<std::string>().c_str(),
+         result["host"]["kernel"].get<std::string>().c_str(), sysconf(_SC_NPROCESSORS_ONLN),
+         result["host"]["cgroup"].get<std::string>().c_str(),
          result["loadavg_start"].get<std::string>().c_str(),
          result["loadavg_end"].get<std::string>().c_str());
   printf("\n  %-26s %6s %9s %9s %9s %9s\n", "latency (ms)", "n", "p50", "p95", "p99", "mean");
@@ -784,22 +782,26 @@ int main(int argc, char** argv) {
   if (idle.contains("idle_host_kib_per_sandbox")) {
     printf("\n  idle, %d sandboxes (KiB per sandbox):\n", o.idle_count);
     printf("    host (MemAvailable delta) %10.1f\n", idle_kib);
-    printf("    host, released on destroy %10.1f   (noise indicator: far from the line above = noisy)\n",
-           idle.value("idle_host_released_kib_per_sandbox", 0.0));
+    printf(
+        "    host, released on destroy %10.1f   (noise indicator: far from the line above = "
+        "noisy)\n",
+        idle.value("idle_host_released_kib_per_sandbox", 0.0));
     printf("    paddock-init Pss          %10.1f   (Rss %.1f)\n",
            idle["idle_init_pss_kib_per_sandbox"].get<double>(),
            idle["idle_init_rss_kib_per_sandbox"].get<double>());
     printf("    cgroup memory usage       %10.1f\n",
            idle["idle_cgroup_kib_per_sandbox"].get<double>());
-    printf("    accounted (cross-check)   %10.1f   (init Pss + page tables + unreclaimable slab,"
-           " kernel stacks, percpu, shmem growth)\n",
-           idle["idle_accounted_kib_per_sandbox"].get<double>());
+    printf(
+        "    accounted (cross-check)   %10.1f   (init Pss + page tables + unreclaimable slab,"
+        " kernel stacks, percpu, shmem growth)\n",
+        idle["idle_accounted_kib_per_sandbox"].get<double>());
     const auto& g = idle["idle_meminfo_growth_kib_per_sandbox"];
-    printf("    meminfo growth: Slab %.1f (unreclaimable %.1f), KernelStack %.1f, PageTables %.1f,"
-           " Percpu %.1f, Shmem %.1f, AnonPages %.1f\n",
-           g["Slab"].get<double>(), g["SUnreclaim"].get<double>(),
-           g["KernelStack"].get<double>(), g["PageTables"].get<double>(),
-           g["Percpu"].get<double>(), g["Shmem"].get<double>(), g["AnonPages"].get<double>());
+    printf(
+        "    meminfo growth: Slab %.1f (unreclaimable %.1f), KernelStack %.1f, PageTables %.1f,"
+        " Percpu %.1f, Shmem %.1f, AnonPages %.1f\n",
+        g["Slab"].get<double>(), g["SUnreclaim"].get<double>(), g["KernelStack"].get<double>(),
+        g["PageTables"].get<double>(), g["Percpu"].get<double>(), g["Shmem"].get<double>(),
+        g["AnonPages"].get<double>());
     printf("    create rate               %10.1f /s sequential   (destroy %.1f /s)\n",
            idle["create_per_s"].get<double>(), idle.value("destroy_per_s", 0.0));
   }

@@ -11,17 +11,17 @@ namespace paddock {
 
 enum class StatusCode {
   kOk = 0,
-  kInvalidArgument,    // caller's input is malformed or out of range
-  kNotFound,           // the named object does not exist
-  kAlreadyExists,      // creating something that exists
-  kPermissionDenied,   // the operation is forbidden by policy or the kernel
-  kResourceExhausted,  // a limit (size cap, quota, slots) was hit
-  kFailedPrecondition, // object is in the wrong state (e.g. paused)
-  kConflict,           // concurrent modification / stale fencing token
-  kDeadlineExceeded,   // a timeout expired
-  kUnavailable,        // transient: try again
-  kUnimplemented,      // not supported on this host or backend
-  kInternal,           // a bug or an unexpected kernel/library failure
+  kInvalidArgument,     // caller's input is malformed or out of range
+  kNotFound,            // the named object does not exist
+  kAlreadyExists,       // creating something that exists
+  kPermissionDenied,    // the operation is forbidden by policy or the kernel
+  kResourceExhausted,   // a limit (size cap, quota, slots) was hit
+  kFailedPrecondition,  // object is in the wrong state (e.g. paused)
+  kConflict,            // concurrent modification / stale fencing token
+  kDeadlineExceeded,    // a timeout expired
+  kUnavailable,         // transient: try again
+  kUnimplemented,       // not supported on this host or backend
+  kInternal,            // a bug or an unexpected kernel/library failure
 };
 
 const char* StatusCodeName(StatusCode code);
@@ -74,7 +74,7 @@ inline Status Unimplemented(std::string msg) {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : v_(std::move(value)) {}        // NOLINT: implicit by design
   Result(Status status) : v_(std::move(status)) {  // NOLINT
     if (std::get<Status>(v_).ok()) v_ = Status(StatusCode::kInternal, "Result built from OK");
   }
@@ -101,10 +101,10 @@ class [[nodiscard]] Result {
 #define PADDOCK_CONCAT_INNER(a, b) a##b
 #define PADDOCK_CONCAT(a, b) PADDOCK_CONCAT_INNER(a, b)
 
-#define PADDOCK_RETURN_IF_ERROR(expr)              \
-  do {                                             \
-    ::paddock::Status _paddock_st = (expr);        \
-    if (!_paddock_st.ok()) return _paddock_st;     \
+#define PADDOCK_RETURN_IF_ERROR(expr)          \
+  do {                                         \
+    ::paddock::Status _paddock_st = (expr);    \
+    if (!_paddock_st.ok()) return _paddock_st; \
   } while (0)
 
 #define PADDOCK_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \

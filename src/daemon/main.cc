@@ -100,7 +100,8 @@ int RunSandbox(const linux::LinuxRuntimeOptions& opts, const RunFlags& f) {
   auto result = (*rt)->Wait(sb->id, *exec);
   Status destroyed = (*rt)->Destroy(sb->id);
   if (!result.ok()) return Fail(result.status());
-  if (!destroyed.ok()) std::fprintf(stderr, "paddockd: destroy: %s\n", destroyed.ToString().c_str());
+  if (!destroyed.ok())
+    std::fprintf(stderr, "paddockd: destroy: %s\n", destroyed.ToString().c_str());
   if (result->timed_out) std::fprintf(stderr, "paddockd: command timed out\n");
   if (result->oom_killed) std::fprintf(stderr, "paddockd: command killed: out of memory\n");
   return result->ShellStatus();

@@ -18,16 +18,16 @@
 namespace paddock::runtime {
 
 struct ResourceLimits {
-  double cpus = 1.0;                         // CPU quota in cores (cfs quota / period)
-  uint64_t memory_bytes = 512ull << 20;      // hard memory limit, no swap
-  uint64_t pids = 256;                       // max tasks in the sandbox
-  uint64_t disk_bytes = 1ull << 30;          // writable layer size cap
-  uint64_t tmp_bytes = 256ull << 20;         // /tmp tmpfs size cap
-  uint64_t open_files = 1024;                // RLIMIT_NOFILE for every exec
+  double cpus = 1.0;                     // CPU quota in cores (cfs quota / period)
+  uint64_t memory_bytes = 512ull << 20;  // hard memory limit, no swap
+  uint64_t pids = 256;                   // max tasks in the sandbox
+  uint64_t disk_bytes = 1ull << 30;      // writable layer size cap
+  uint64_t tmp_bytes = 256ull << 20;     // /tmp tmpfs size cap
+  uint64_t open_files = 1024;            // RLIMIT_NOFILE for every exec
 };
 
 struct SandboxSpec {
-  std::string id;             // empty: the runtime generates one ("sb-" + random hex)
+  std::string id;  // empty: the runtime generates one ("sb-" + random hex)
   std::string template_name = "host";
   ResourceLimits limits;
   std::vector<std::string> env;  // KEY=VALUE added to every exec's environment
@@ -50,7 +50,7 @@ struct SandboxInfo {
 // memory: used by the reconciler to find orphans after a crash.
 struct HostObject {
   std::string id;
-  bool known = false;      // this Runtime instance created it and still manages it
+  bool known = false;  // this Runtime instance created it and still manages it
   bool has_cgroup = false;
   std::vector<pid_t> pids;  // host pids still in the sandbox's cgroup
 };
@@ -60,12 +60,12 @@ struct ExecRequest {
   // "/bin/sh -c <shell>".
   std::vector<std::string> argv;
   std::string shell;
-  std::map<std::string, std::string> env;  // overrides the sandbox env
-  std::string cwd;                         // default: the user's home
-  std::string user = "sandbox";           // "sandbox" (uid 1000) or "root" (uid 0 inside)
-  std::string stdin_data;                  // written to the command's stdin, then EOF
-  std::chrono::milliseconds timeout{0};    // 0 = no timeout; expiry kills the whole tree
-  uint64_t output_cap_bytes = 16ull << 20; // per stream; beyond it the pipe is closed
+  std::map<std::string, std::string> env;   // overrides the sandbox env
+  std::string cwd;                          // default: the user's home
+  std::string user = "sandbox";             // "sandbox" (uid 1000) or "root" (uid 0 inside)
+  std::string stdin_data;                   // written to the command's stdin, then EOF
+  std::chrono::milliseconds timeout{0};     // 0 = no timeout; expiry kills the whole tree
+  uint64_t output_cap_bytes = 16ull << 20;  // per stream; beyond it the pipe is closed
   // When >= 0 these host fds are handed to the command as its stdio directly (the one-shot
   // `paddockd sandbox run` passes the terminal); callbacks and stdin_data are then unused.
   int stdin_fd = -1, stdout_fd = -1, stderr_fd = -1;
@@ -77,15 +77,15 @@ struct ExecCallbacks {
 };
 
 struct ExecResult {
-  int exit_code = -1;   // valid when signal == 0
-  int signal = 0;       // the terminating signal, or 0
+  int exit_code = -1;  // valid when signal == 0
+  int signal = 0;      // the terminating signal, or 0
   bool timed_out = false;
   bool oom_killed = false;
   bool killed = false;  // killed through Kill() or Destroy()
   bool stdout_truncated = false;
   bool stderr_truncated = false;
-  double cpu_seconds = 0;        // user + system of the command and its waited-for children
-  uint64_t peak_memory_bytes = 0;// max RSS (ru_maxrss) of the command tree
+  double cpu_seconds = 0;          // user + system of the command and its waited-for children
+  uint64_t peak_memory_bytes = 0;  // max RSS (ru_maxrss) of the command tree
   double wall_seconds = 0;
   // Shell convention: exit_code, or 128 + signal when killed by a signal.
   int ShellStatus() const { return signal ? 128 + signal : exit_code; }
@@ -97,7 +97,7 @@ struct FileStat {
   std::string name;
   enum class Type { kFile, kDir, kSymlink, kOther } type = Type::kOther;
   uint64_t size = 0;
-  uint32_t mode = 0;  // permission bits
+  uint32_t mode = 0;          // permission bits
   uint32_t uid = 0, gid = 0;  // as seen inside the sandbox
   int64_t mtime_unix = 0;
   std::string link_target;  // for symlinks

@@ -23,11 +23,11 @@ class RuntimeTemplateTest : public SandboxTest {
     rootfs_ = TestDataDir() + "/mini-rootfs-" + std::to_string(getpid());
     fs::remove_all(rootfs_);
     // dash plus exactly the shared objects ldd reports, at the same paths.
-    const std::string script =
-        "set -e; r='" + rootfs_ + "'; mkdir -p \"$r/usr/bin\"; cp /usr/bin/dash \"$r/usr/bin/sh\";"
-        "for lib in $(ldd /usr/bin/dash | grep -o '/[^ ]*'); do"
-        "  mkdir -p \"$r$(dirname $lib)\"; cp -L \"$lib\" \"$r$lib\"; done;"
-        "ln -s usr/bin \"$r/bin\"; echo 'template file' > \"$r/usr/marker\"";
+    const std::string script = "set -e; r='" + rootfs_ +
+                               "'; mkdir -p \"$r/usr/bin\"; cp /usr/bin/dash \"$r/usr/bin/sh\";"
+                               "for lib in $(ldd /usr/bin/dash | grep -o '/[^ ]*'); do"
+                               "  mkdir -p \"$r$(dirname $lib)\"; cp -L \"$lib\" \"$r$lib\"; done;"
+                               "ln -s usr/bin \"$r/bin\"; echo 'template file' > \"$r/usr/marker\"";
     ASSERT_EQ(std::system(("bash -c \"" + EscapeForDoubleQuotes(script) + "\"").c_str()), 0);
     runtime::linux::TemplateStore store(TestDataDir() + "/templates");
     auto m = store.ImportDirectory(name_, rootfs_);
@@ -65,9 +65,11 @@ TEST_F(RuntimeTemplateTest, SandboxRunsOnADirectoryTemplate) {
   EXPECT_EQ(info->template_digest, digest_);
 
   // Only the template's files are there: no host /usr (no python3), its own marker file.
-  CommandOutput o = Sh(id, "read l < /usr/marker; echo \"$l\"; "
-                           "if [ -e /usr/bin/python3 ]; then echo host-usr; else echo no-python; fi; "
-                           "while read k v rest; do [ \"$k\" = Uid: ] && echo $v; done < /proc/self/status; :");
+  CommandOutput o =
+      Sh(id,
+         "read l < /usr/marker; echo \"$l\"; "
+         "if [ -e /usr/bin/python3 ]; then echo host-usr; else echo no-python; fi; "
+         "while read k v rest; do [ \"$k\" = Uid: ] && echo $v; done < /proc/self/status; :");
   EXPECT_EQ(o.result.exit_code, 0) << o.err;
   EXPECT_EQ(o.out, "template file\nno-python\n1000\n");
 

@@ -38,14 +38,14 @@ enum class CgroupMode : uint32_t { kV1Freezer = 1, kV2 = 2 };
 
 struct SetupMsg {
   std::string hostname;
-  std::string lower_dir;                 // overlay lower layer (template rootfs)
-  std::vector<std::string> ro_binds;     // pairs: source, target (inside)
-  std::string staging_dir;               // empty host dir used as a mount point
+  std::string lower_dir;              // overlay lower layer (template rootfs)
+  std::vector<std::string> ro_binds;  // pairs: source, target (inside)
+  std::string staging_dir;            // empty host dir used as a mount point
   uint64_t disk_bytes = 0;
   uint64_t tmp_bytes = 0;
   uint32_t sandbox_uid = 1000, sandbox_gid = 1000;
   uint32_t cgroup_mode = 1;
-  std::vector<uint8_t> seccomp_bpf;      // struct sock_filter[]
+  std::vector<uint8_t> seccomp_bpf;  // struct sock_filter[]
 };
 
 struct ExecMsg {
@@ -124,12 +124,27 @@ class MessageReader {
   MessageReader(const uint8_t* p, size_t n) : p_(p), n_(n) {}
   bool ok() const { return ok_; }
   MsgType Type() { return static_cast<MsgType>(U32()); }
-  uint32_t U32() { uint32_t v = 0; Raw(&v, sizeof v); return v; }
-  int32_t I32() { int32_t v = 0; Raw(&v, sizeof v); return v; }
-  uint64_t U64() { uint64_t v = 0; Raw(&v, sizeof v); return v; }
+  uint32_t U32() {
+    uint32_t v = 0;
+    Raw(&v, sizeof v);
+    return v;
+  }
+  int32_t I32() {
+    int32_t v = 0;
+    Raw(&v, sizeof v);
+    return v;
+  }
+  uint64_t U64() {
+    uint64_t v = 0;
+    Raw(&v, sizeof v);
+    return v;
+  }
   std::string Str() {
     uint32_t len = U32();
-    if (!ok_ || len > n_ - off_) { ok_ = false; return {}; }
+    if (!ok_ || len > n_ - off_) {
+      ok_ = false;
+      return {};
+    }
     std::string s(reinterpret_cast<const char*>(p_ + off_), len);
     off_ += len;
     return s;
@@ -137,14 +152,20 @@ class MessageReader {
   std::vector<std::string> Strs() {
     uint32_t count = U32();
     std::vector<std::string> v;
-    if (!ok_ || count > n_ - off_) { ok_ = false; return v; }  // each string needs >= 4 bytes
+    if (!ok_ || count > n_ - off_) {
+      ok_ = false;
+      return v;
+    }  // each string needs >= 4 bytes
     v.reserve(count);
     for (uint32_t i = 0; i < count && ok_; ++i) v.push_back(Str());
     return v;
   }
   std::vector<uint8_t> Bytes() {
     uint32_t len = U32();
-    if (!ok_ || len > n_ - off_) { ok_ = false; return {}; }
+    if (!ok_ || len > n_ - off_) {
+      ok_ = false;
+      return {};
+    }
     std::vector<uint8_t> v(p_ + off_, p_ + off_ + len);
     off_ += len;
     return v;
@@ -152,7 +173,10 @@ class MessageReader {
 
  private:
   void Raw(void* out, size_t n) {
-    if (!ok_ || n > n_ - off_) { ok_ = false; return; }
+    if (!ok_ || n > n_ - off_) {
+      ok_ = false;
+      return;
+    }
     std::memcpy(out, p_ + off_, n);
     off_ += n;
   }
@@ -170,9 +194,16 @@ inline std::vector<uint8_t> Encode(const SetupMsg& m) {
   return w.data();
 }
 inline bool Decode(MessageReader& r, SetupMsg* m) {
-  m->hostname = r.Str(); m->lower_dir = r.Str(); m->ro_binds = r.Strs(); m->staging_dir = r.Str();
-  m->disk_bytes = r.U64(); m->tmp_bytes = r.U64(); m->sandbox_uid = r.U32();
-  m->sandbox_gid = r.U32(); m->cgroup_mode = r.U32(); m->seccomp_bpf = r.Bytes();
+  m->hostname = r.Str();
+  m->lower_dir = r.Str();
+  m->ro_binds = r.Strs();
+  m->staging_dir = r.Str();
+  m->disk_bytes = r.U64();
+  m->tmp_bytes = r.U64();
+  m->sandbox_uid = r.U32();
+  m->sandbox_gid = r.U32();
+  m->cgroup_mode = r.U32();
+  m->seccomp_bpf = r.Bytes();
   return r.ok();
 }
 
@@ -183,8 +214,14 @@ inline std::vector<uint8_t> Encode(const ExecMsg& m) {
   return w.data();
 }
 inline bool Decode(MessageReader& r, ExecMsg* m) {
-  m->exec_id = r.U64(); m->argv = r.Strs(); m->env = r.Strs(); m->cwd = r.Str();
-  m->uid = r.U32(); m->gid = r.U32(); m->timeout_ms = r.U64(); m->nofile = r.U64();
+  m->exec_id = r.U64();
+  m->argv = r.Strs();
+  m->env = r.Strs();
+  m->cwd = r.Str();
+  m->uid = r.U32();
+  m->gid = r.U32();
+  m->timeout_ms = r.U64();
+  m->nofile = r.U64();
   return r.ok();
 }
 
@@ -194,7 +231,8 @@ inline std::vector<uint8_t> Encode(const KillMsg& m) {
   return w.data();
 }
 inline bool Decode(MessageReader& r, KillMsg* m) {
-  m->exec_id = r.U64(); m->signal = r.I32();
+  m->exec_id = r.U64();
+  m->signal = r.I32();
   return r.ok();
 }
 
@@ -204,7 +242,8 @@ inline std::vector<uint8_t> Encode(const StartedMsg& m) {
   return w.data();
 }
 inline bool Decode(MessageReader& r, StartedMsg* m) {
-  m->exec_id = r.U64(); m->pid = r.I32();
+  m->exec_id = r.U64();
+  m->pid = r.I32();
   return r.ok();
 }
 
@@ -216,9 +255,17 @@ inline std::vector<uint8_t> Encode(const ExitedMsg& m) {
   return w.data();
 }
 inline bool Decode(MessageReader& r, ExitedMsg* m) {
-  m->exec_id = r.U64(); m->exit_code = r.I32(); m->signal = r.I32(); m->timed_out = r.U32();
-  m->killed = r.U32(); m->utime_us = r.U64(); m->stime_us = r.U64(); m->maxrss_kib = r.U64();
-  m->wall_ns = r.U64(); m->spawn_errno = r.I32(); m->message = r.Str();
+  m->exec_id = r.U64();
+  m->exit_code = r.I32();
+  m->signal = r.I32();
+  m->timed_out = r.U32();
+  m->killed = r.U32();
+  m->utime_us = r.U64();
+  m->stime_us = r.U64();
+  m->maxrss_kib = r.U64();
+  m->wall_ns = r.U64();
+  m->spawn_errno = r.I32();
+  m->message = r.Str();
   return r.ok();
 }
 
@@ -228,7 +275,8 @@ inline std::vector<uint8_t> Encode(const SetupFailedMsg& m) {
   return w.data();
 }
 inline bool Decode(MessageReader& r, SetupFailedMsg* m) {
-  m->step = r.Str(); m->err = r.I32();
+  m->step = r.Str();
+  m->err = r.I32();
   return r.ok();
 }
 

@@ -338,11 +338,11 @@ Result<std::unique_ptr<LinuxRuntime>> LinuxRuntime::Open(LinuxRuntimeOptions opt
   {
     UniqueFd src(::open(init_path.c_str(), O_RDONLY | O_CLOEXEC));
     if (!src) return ErrnoStatus("open paddock-init at " + init_path);
-    int mfd = static_cast<int>(::syscall(SYS_memfd_create, "paddock-init",
-                                         MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_EXEC));
+    int mfd = static_cast<int>(
+        ::syscall(SYS_memfd_create, "paddock-init", MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_EXEC));
     if (mfd < 0 && errno == EINVAL)
-      mfd = static_cast<int>(::syscall(SYS_memfd_create, "paddock-init",
-                                       MFD_CLOEXEC | MFD_ALLOW_SEALING));
+      mfd = static_cast<int>(
+          ::syscall(SYS_memfd_create, "paddock-init", MFD_CLOEXEC | MFD_ALLOW_SEALING));
     if (mfd < 0) return ErrnoStatus("memfd_create");
     impl->init_memfd.reset(mfd);
     char buf[65536];
@@ -425,8 +425,10 @@ Result<SandboxInfo> LinuxRuntime::Create(const SandboxSpec& spec) {
   Impl& im = *impl_;
   const auto& lim = spec.limits;
   if (lim.cpus <= 0 || lim.cpus > 1024) return InvalidArgument("limits.cpus: must be in (0, 1024]");
-  if (lim.memory_bytes < (16ull << 20)) return InvalidArgument("limits.memory_bytes: minimum 16 MiB");
-  if (lim.pids < 8 || lim.pids > 1000000) return InvalidArgument("limits.pids: must be in [8, 1e6]");
+  if (lim.memory_bytes < (16ull << 20))
+    return InvalidArgument("limits.memory_bytes: minimum 16 MiB");
+  if (lim.pids < 8 || lim.pids > 1000000)
+    return InvalidArgument("limits.pids: must be in [8, 1e6]");
   if (lim.disk_bytes < (1ull << 20)) return InvalidArgument("limits.disk_bytes: minimum 1 MiB");
   if (lim.tmp_bytes < (1ull << 20)) return InvalidArgument("limits.tmp_bytes: minimum 1 MiB");
   if (lim.open_files < 16 || lim.open_files > (1u << 20))
@@ -577,7 +579,8 @@ Status LinuxRuntime::Impl::Teardown(Sandbox& sb) {
       int rc;
       {
         std::lock_guard lock(sb.send_mu);
-        rc = proto::SendPacket(sb.ctl.get(), proto::MessageWriter(proto::MsgType::kShutdown).data());
+        rc =
+            proto::SendPacket(sb.ctl.get(), proto::MessageWriter(proto::MsgType::kShutdown).data());
       }
       pollfd pfd{sb.pidfd.get(), POLLIN, 0};
       if (rc == 0) (void)::poll(&pfd, 1, 1000);
@@ -625,8 +628,9 @@ Result<SandboxInfo> LinuxRuntime::Get(const std::string& id) {
   PADDOCK_ASSIGN_OR_RETURN(auto sb, impl_->Find(id));
   std::lock_guard lock(sb->mu);
   SandboxInfo info = sb->info;
-  info.state = sb->dead ? SandboxState::kDead : sb->paused ? SandboxState::kPaused
-                                                           : SandboxState::kRunning;
+  info.state = sb->dead     ? SandboxState::kDead
+               : sb->paused ? SandboxState::kPaused
+                            : SandboxState::kRunning;
   return info;
 }
 
@@ -663,7 +667,7 @@ Result<std::vector<std::string>> LinuxRuntime::Impl::BuildEnv(const Sandbox& sb,
                                                               const ExecRequest& req,
                                                               const std::string& home) const {
   std::map<std::string, std::string> env = {
-      {"PATH", kDefaultPath}, {"HOME", home},          {"LANG", "C.UTF-8"},
+      {"PATH", kDefaultPath}, {"HOME", home},           {"LANG", "C.UTF-8"},
       {"SHELL", "/bin/sh"},   {"HOSTNAME", sb.info.id},
   };
   env["USER"] = env["LOGNAME"] = (home == "/root" ? "root" : "sandbox");
@@ -674,7 +678,8 @@ Result<std::vector<std::string>> LinuxRuntime::Impl::BuildEnv(const Sandbox& sb,
   for (const auto& [k, v] : req.env) {
     if (k.empty() || k.find_first_of("=\0", 0, 2) != std::string::npos)
       return InvalidArgument("env: invalid variable name '" + k + "'");
-    if (v.find('\0') != std::string::npos) return InvalidArgument("env: value of " + k + " has NUL");
+    if (v.find('\0') != std::string::npos)
+      return InvalidArgument("env: value of " + k + " has NUL");
     env[k] = v;
   }
   std::vector<std::string> out;
@@ -682,8 +687,7 @@ Result<std::vector<std::string>> LinuxRuntime::Impl::BuildEnv(const Sandbox& sb,
   return out;
 }
 
-Result<std::shared_ptr<ExecState>> LinuxRuntime::Impl::SendExec(Sandbox& sb,
-                                                                const ExecRequest& req,
+Result<std::shared_ptr<ExecState>> LinuxRuntime::Impl::SendExec(Sandbox& sb, const ExecRequest& req,
                                                                 int fds[3]) {
   proto::ExecMsg m;
   if (!req.shell.empty() && !req.argv.empty())
@@ -872,8 +876,8 @@ Result<ExecResult> LinuxRuntime::Exec(const std::string& id, const ExecRequest& 
     if (out_i >= 0 && p[out_i].revents) out.Pump(buf.data(), buf.size());
     if (err_i >= 0 && p[err_i].revents) err.Pump(buf.data(), buf.size());
     if (in_i >= 0 && p[in_i].revents) {
-      ssize_t w = ::write(in_w.get(), req.stdin_data.data() + stdin_off,
-                          req.stdin_data.size() - stdin_off);
+      ssize_t w =
+          ::write(in_w.get(), req.stdin_data.data() + stdin_off, req.stdin_data.size() - stdin_off);
       if (w > 0) stdin_off += static_cast<size_t>(w);
       if ((w < 0 && errno != EAGAIN && errno != EINTR) || stdin_off == req.stdin_data.size())
         in_w.reset();
@@ -909,8 +913,8 @@ Result<ExecResult> LinuxRuntime::Exec(const std::string& id, const ExecRequest& 
     return Status(CodeForErrno(st->exited.spawn_errno) == StatusCode::kNotFound
                       ? StatusCode::kNotFound
                       : StatusCode::kFailedPrecondition,
-                  "command did not start (" + st->exited.message + "): " +
-                      std::strerror(st->exited.spawn_errno),
+                  "command did not start (" + st->exited.message +
+                      "): " + std::strerror(st->exited.spawn_errno),
                   st->exited.spawn_errno);
   }
   r.stdout_truncated = out.truncated;
@@ -959,7 +963,7 @@ Status LinuxRuntime::Kill(const std::string& id, ExecId exec, int signal) {
   return Status::Ok();
 }
 
-#define PADDOCK_FILES(id) \
+#define PADDOCK_FILES(id)                                 \
   PADDOCK_ASSIGN_OR_RETURN(auto sb, impl_->FindLive(id)); \
   SandboxFiles& files = *sb->files
 
@@ -974,7 +978,8 @@ Status LinuxRuntime::WriteFile(const std::string& id, const std::string& path, u
   PADDOCK_FILES(id);
   return files.WriteFile(path, mode, max_bytes, source);
 }
-Result<std::vector<FileStat>> LinuxRuntime::ListDir(const std::string& id, const std::string& path) {
+Result<std::vector<FileStat>> LinuxRuntime::ListDir(const std::string& id,
+                                                    const std::string& path) {
   PADDOCK_FILES(id);
   return files.ListDir(path);
 }

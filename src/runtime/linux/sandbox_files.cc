@@ -16,8 +16,6 @@
 //    credentials switched to the sandbox user and its effective capabilities cleared.
 #include "runtime/linux/sandbox_files.h"
 
-#include "common/random.h"
-
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/capability.h>
@@ -36,6 +34,8 @@
 #include <exception>
 #include <memory>
 #include <utility>
+
+#include "common/random.h"
 
 // fchmodat2 (Linux 6.6) is the only way to chmod through an O_PATH fd without going through a
 // /proc/self/fd magic link; glibc 2.36 headers predate it. 452 on every architecture that uses
@@ -136,7 +136,6 @@ Status WriteAll(int fd, std::string_view data, const std::string& path) {
   }
   return Status::Ok();
 }
-
 
 // --- paths ----------------------------------------------------------------------------------
 

@@ -12,6 +12,7 @@
 // -> drop capabilities -> no_new_privs -> seccomp last.
 
 #include <fcntl.h>
+#include <grp.h>
 #include <linux/capability.h>
 #include <linux/mount.h>
 #include <linux/openat2.h>
@@ -27,7 +28,6 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <grp.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -56,8 +56,8 @@ struct StepError {
   bool failed() const { return step != nullptr; }
 };
 
-#define STEP(name, expr)                      \
-  do {                                        \
+#define STEP(name, expr)                           \
+  do {                                             \
     if ((expr) < 0) return StepError{name, errno}; \
   } while (0)
 
@@ -90,8 +90,8 @@ int WriteFileAt(int dirfd, const char* path, const std::string& content, mode_t 
 int MountSetattr(const char* path, uint64_t attr_set, bool recursive) {
   mount_attr attr{};
   attr.attr_set = attr_set;
-  return static_cast<int>(syscall(SYS_mount_setattr, AT_FDCWD, path,
-                                  recursive ? AT_RECURSIVE : 0, &attr, sizeof attr));
+  return static_cast<int>(
+      syscall(SYS_mount_setattr, AT_FDCWD, path, recursive ? AT_RECURSIVE : 0, &attr, sizeof attr));
 }
 
 // Bind-mounts `src` onto `dst` and makes the result read-only, nosuid, nodev. mount_setattr
@@ -119,11 +119,10 @@ StepError PopulateUpper(const std::string& upper, const proto::SetupMsg& s) {
     mode_t mode;
     bool sandbox_owned;
   };
-  const Dir dirs[] = {{"etc", 0755, false},          {"home", 0755, false},
-                      {"home/sandbox", 0750, true},  {"root", 0700, false},
-                      {"tmp", 01777, false},         {"var", 0755, false},
-                      {"var/tmp", 01777, false},     {"run", 0755, false},
-                      {"workspace", 0755, true}};
+  const Dir dirs[] = {
+      {"etc", 0755, false},      {"home", 0755, false}, {"home/sandbox", 0750, true},
+      {"root", 0700, false},     {"tmp", 01777, false}, {"var", 0755, false},
+      {"var/tmp", 01777, false}, {"run", 0755, false},  {"workspace", 0755, true}};
   for (const Dir& d : dirs) {
     STEP("mkdir upper", mkdirat(up, d.path, d.mode));
     STEP("chmod upper", fchmodat(up, d.path, d.mode, 0));  // mkdir applies the umask
@@ -133,8 +132,8 @@ StepError PopulateUpper(const std::string& upper, const proto::SetupMsg& s) {
                              ":sandbox:/home/sandbox:/bin/sh\n"
                              "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n";
   const std::string group = "root:x:0:\ntty:x:5:\nsandbox:x:" + gid + ":\nnogroup:x:65534:\n";
-  const std::string hosts = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost\n127.0.1.1\t" +
-                            s.hostname + "\n";
+  const std::string hosts =
+      "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost\n127.0.1.1\t" + s.hostname + "\n";
   STEP("write /etc/passwd", WriteFileAt(up, "etc/passwd", passwd, 0644));
   STEP("write /etc/group", WriteFileAt(up, "etc/group", group, 0644));
   STEP("write /etc/hosts", WriteFileAt(up, "etc/hosts", hosts, 0644));
@@ -150,7 +149,8 @@ StepError PopulateUpper(const std::string& upper, const proto::SetupMsg& s) {
 StepError MountProc(const std::string& root) {
   const std::string proc = root + "/proc";
   STEP("mkdir /proc", (mkdir(proc.c_str(), 0555) < 0 && errno != EEXIST) ? -1 : 0);
-  STEP("mount /proc", mount("proc", proc.c_str(), "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr));
+  STEP("mount /proc",
+       mount("proc", proc.c_str(), "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr));
   // The same paths runc/Docker mask: kernel memory, keys, timers, and the knobs that would
   // reach the host kernel (sysctl, sysrq, irq affinity) even from inside a user namespace.
   for (const char* f : {"/kcore", "/keys", "/timer_list", "/sched_debug", "/latency_stats",
@@ -162,8 +162,8 @@ StepError MountProc(const std::string& root) {
   for (const char* d : {"/acpi", "/scsi"}) {
     const std::string p = proc + d;
     if (access(p.c_str(), F_OK) != 0) continue;
-    STEP("mask /proc dir",
-         mount("tmpfs", p.c_str(), "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=0"));
+    STEP("mask /proc dir", mount("tmpfs", p.c_str(), "tmpfs",
+                                 MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=0"));
   }
   for (const char* d : {"/sys", "/sysrq-trigger", "/irq", "/bus", "/fs"}) {
     const std::string p = proc + d;
@@ -252,8 +252,8 @@ StepError SetUpSandbox(const proto::SetupMsg& s) {
   STEP("mkdir root", mkdir(root.c_str(), 0755));
   if (StepError e = PopulateUpper(upper, s); e.failed()) return e;
   // userxattr: overlay in a user namespace keeps its metadata in user.* xattrs (tmpfs >= 6.6).
-  const std::string ovl = "lowerdir=" + s.lower_dir + ",upperdir=" + upper + ",workdir=" + work +
-                          ",userxattr";
+  const std::string ovl =
+      "lowerdir=" + s.lower_dir + ",upperdir=" + upper + ",workdir=" + work + ",userxattr";
   STEP("mount overlay root",
        mount("overlay", root.c_str(), "overlay", MS_NOSUID | MS_NODEV, ovl.c_str()));
 
@@ -264,8 +264,8 @@ StepError SetUpSandbox(const proto::SetupMsg& s) {
   if (StepError e = MountProc(root); e.failed()) return e;
   if (StepError e = MountDev(root, s); e.failed()) return e;
   const std::string tmp_opts = "mode=1777,size=" + std::to_string(s.tmp_bytes);
-  STEP("mount /tmp", mount("tmpfs", (root + "/tmp").c_str(), "tmpfs", MS_NOSUID | MS_NODEV,
-                           tmp_opts.c_str()));
+  STEP("mount /tmp",
+       mount("tmpfs", (root + "/tmp").c_str(), "tmpfs", MS_NOSUID | MS_NODEV, tmp_opts.c_str()));
 
   // pivot_root(".", ".") stacks the old root on top of the new one; detaching it leaves the
   // host's tree unreachable from this mount namespace (no directory needed for the old root).
@@ -335,9 +335,9 @@ class Init {
   proto::SetupMsg setup_;
   int cgroup_dir_;
   unsigned short filter_len_ = 0;
-  std::map<pid_t, Exec> running_;           // main pid -> exec
-  std::map<uint64_t, pid_t> exec_pids_;     // exec id -> main pid
-  std::vector<std::string> lingering_;      // exec cgroups with background leftovers
+  std::map<pid_t, Exec> running_;                     // main pid -> exec
+  std::map<uint64_t, pid_t> exec_pids_;               // exec id -> main pid
+  std::vector<std::string> lingering_;                // exec cgroups with background leftovers
   std::map<uint64_t, std::string> finished_cgroups_;  // exec id -> cgroup (for Kill later)
   uint64_t cgroup_seq_ = 0;
   // Stack for the vfork-style exec child; only the pages it touches become resident.
@@ -485,8 +485,10 @@ void ExecvpeNoAlloc(const char* file, char* const argv[], char* const envp[], co
       buf[dlen] = '/';
       memcpy(buf + dlen + 1, file, flen + 1);
       execve(buf, argv, envp);
-      if (errno == EACCES) saw_eacces = true;
-      else if (errno != ENOENT && errno != ENOTDIR && errno != ENAMETOOLONG) return;
+      if (errno == EACCES)
+        saw_eacces = true;
+      else if (errno != ENOENT && errno != ENOTDIR && errno != ENAMETOOLONG)
+        return;
     }
     if (*end == '\0') break;
     p = end;
@@ -584,7 +586,8 @@ void Init::StartExec(const proto::ExecMsg& m, int fds[3]) {
   if (m.argv.empty()) return spawn_failed(EINVAL, "empty argv");
 
   e.cgroup = "exec-" + std::to_string(++cgroup_seq_);
-  if (mkdirat(cgroup_dir_, e.cgroup.c_str(), 0755) < 0) return spawn_failed(errno, "mkdir exec cgroup");
+  if (mkdirat(cgroup_dir_, e.cgroup.c_str(), 0755) < 0)
+    return spawn_failed(errno, "mkdir exec cgroup");
   int procs_fd = openat(cgroup_dir_, (e.cgroup + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);
   if (procs_fd < 0) {
     int err = errno;
