@@ -1,0 +1,1099 @@
+#include "registry/sqlite/sqlite_store.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+#include <utility>
+
+#include "common/random.h"
+
+namespace paddock::registry {
+
+namespace {
+
+struct Migration {
+  int version;
+  const char* name;
+  const char* sql;  // DDL only: no values, so executing it as text is safe
+};
+
+// Append-only: a released binary's migrations never change; new ones get the next version.
+// STRICT tables make SQLite reject values of the wrong type instead of silently storing them.
+const Migration kMigrations[] = {
+    {1, "initial registry schema", R"sql(
+CREATE TABLE tenants (
+  id TEXT PRIMARY KEY CHECK (id <> ''),
+  name TEXT NOT NULL UNIQUE CHECK (name <> ''),
+  created_at INTEGER NOT NULL
+) STRICT;
+
+CREATE TABLE api_keys (
+  id TEXT PRIMARY KEY CHECK (id <> ''),
+  tenant_id TEXT NOT NULL REFERENCES tenants(id),
+  key_hash TEXT NOT NULL UNIQUE CHECK (key_hash <> ''),
+  key_prefix TEXT NOT NULL,
+  role TEXT NOT NULL CHECK (role IN ('admin', 'tenant')),
+  created_at INTEGER NOT NULL,
+  revoked_at INTEGER
+) STRICT;
+CREATE INDEX api_keys_by_tenant ON api_keys(tenant_id);
+
+CREATE TABLE sandbox_instance (
+  sandbox_id TEXT PRIMARY KEY CHECK (sandbox_id <> ''),
+  tenant_id TEXT NOT NULL,
+  user_id TEXT NOT NULL DEFAULT '',
+  session_id TEXT NOT NULL DEFAULT '',
+  runtime_provider TEXT NOT NULL DEFAULT '',
+  runtime_instance_id TEXT NOT NULL DEFAULT '',
+  resource_class TEXT NOT NULL DEFAULT '',
+  template_id TEXT NOT NULL DEFAULT '',
+  cpus REAL NOT NULL DEFAULT 0,
+  memory_mb INTEGER NOT NULL DEFAULT 0,
+  disk_mb INTEGER NOT NULL DEFAULT 0,
+  pids INTEGER NOT NULL DEFAULT 0,
+  state TEXT NOT NULL,
+  state_reason TEXT NOT NULL DEFAULT '',
+  created_at INTEGER NOT NULL,
+  last_active_at INTEGER NOT NULL DEFAULT 0,
+  expires_at INTEGER NOT NULL DEFAULT 0,
+  idle_timeout_ms INTEGER NOT NULL DEFAULT 0,
+  expiry_action TEXT NOT NULL DEFAULT 'destroy' CHECK (expiry_action IN ('destroy', 'pause')),
+  version INTEGER NOT NULL DEFAULT 1,
+  tainted INTEGER NOT NULL DEFAULT 0 CHECK (tainted IN (0, 1)),
+  lease_counter INTEGER NOT NULL DEFAULT 0,
+  pool TEXT NOT NULL DEFAULT '',
+  metadata TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(metadata)),
+  env TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(env))
+) STRICT;
+CREATE INDEX sandbox_instance_by_created ON sandbox_instance(created_at, sandbox_id);
+CREATE INDEX sandbox_instance_by_tenant ON sandbox_instance(tenant_id, created_at, sandbox_id);
+CREATE INDEX sandbox_instance_by_session ON sandbox_instance(session_id) WHERE session_id <> '';
+CREATE INDEX sandbox_instance_by_pool ON sandbox_instance(pool) WHERE pool <> '';
+
+CREATE TABLE sandbox_lease (
+  sandbox_id TEXT PRIMARY KEY REFERENCES sandbox_instance(sandbox_id) ON DELETE CASCADE,
+  lease_id TEXT NOT NULL,
+  lease_owner TEXT NOT NULL,
+  lease_version INTEGER NOT NULL,
+  acquired_at INTEGER NOT NULL,
+  heartbeat_at INTEGER NOT NULL,
+  expires_at INTEGER NOT NULL,
+  released_at INTEGER NOT NULL DEFAULT 0
+) STRICT;
+CREATE INDEX sandbox_lease_active ON sandbox_lease(expires_at) WHERE released_at = 0;
+
+CREATE TABLE sandbox_environment (
+  sandbox_id TEXT PRIMARY KEY CHECK (sandbox_id <> ''),
+  base_image_digest TEXT NOT NULL DEFAULT '',
+  dependency_hash TEXT NOT NULL DEFAULT '',
+  workspace_id TEXT NOT NULL DEFAULT '',
+  snapshot_id TEXT NOT NULL DEFAULT '',
+  environment_version INTEGER NOT NULL DEFAULT 0,
+  dirty_level INTEGER NOT NULL DEFAULT 0
+) STRICT;
+
+CREATE TABLE sandbox_event (
+  event_id INTEGER PRIMARY KEY AUTOINCREMENT,
+  sandbox_id TEXT NOT NULL,
+  event_type TEXT NOT NULL,
+  old_state TEXT NOT NULL DEFAULT '',
+  new_state TEXT NOT NULL DEFAULT '',
+  reason TEXT NOT NULL DEFAULT '',
+  request_id TEXT NOT NULL DEFAULT '',
+  timestamp INTEGER NOT NULL,
+  metadata TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(metadata))
+) STRICT;
+CREATE INDEX sandbox_event_by_sandbox ON sandbox_event(sandbox_id, event_id);
+
+CREATE TABLE sandbox_allocation (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  sandbox_id TEXT NOT NULL,
+  tenant_id TEXT NOT NULL,
+  task_id TEXT NOT NULL DEFAULT '',
+  planner_input_hash TEXT NOT NULL DEFAULT '',
+  recommended_class TEXT NOT NULL DEFAULT '',
+  actual_class TEXT NOT NULL DEFAULT '',
+  reason TEXT NOT NULL DEFAULT '',
+  confidence REAL NOT NULL DEFAULT 0,
+  cpu REAL NOT NULL DEFAULT 0,
+  memory_mb INTEGER NOT NULL DEFAULT 0,
+  duration_ms INTEGER NOT NULL DEFAULT 0,
+  peak_cpu REAL NOT NULL DEFAULT 0,
+  peak_memory_mb INTEGER NOT NULL DEFAULT 0,
+  oom INTEGER NOT NULL DEFAULT 0 CHECK (oom IN (0, 1)),
+  timed_out INTEGER NOT NULL DEFAULT 0 CHECK (timed_out IN (0, 1)),
+  created_at INTEGER NOT NULL
+) STRICT;
+CREATE INDEX sandbox_allocation_by_tenant ON sandbox_allocation(tenant_id, id);
+)sql"},
+};
+
+constexpr int kBusyTimeoutMs = 5000;
+
+// Maps an SQLite result code onto the Status vocabulary. Extended result codes are enabled on
+// the connection, so constraint failures say which constraint failed.
+Status SqlError(sqlite3* db, int rc, const char* op) {
+  std::string msg = std::string(op) + ": " + (db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+  switch (rc) {
+    case SQLITE_CONSTRAINT_UNIQUE:
+    case SQLITE_CONSTRAINT_PRIMARYKEY:
+      return Status(StatusCode::kAlreadyExists, std::move(msg));
+    case SQLITE_CONSTRAINT_FOREIGNKEY:
+      return NotFound(std::move(msg) + " (references a row that does not exist)");
+    case SQLITE_CONSTRAINT_CHECK:
+    case SQLITE_CONSTRAINT_NOTNULL:
+    case SQLITE_CONSTRAINT_DATATYPE:
+    case SQLITE_TOOBIG:
+    case SQLITE_RANGE:
+      return InvalidArgument(std::move(msg));
+    default:
+      break;
+  }
+  switch (rc & 0xff) {
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      return Status(StatusCode::kUnavailable, std::move(msg));
+    case SQLITE_FULL:
+      return ResourceExhausted(std::move(msg));
+    case SQLITE_PERM:
+    case SQLITE_READONLY:
+    case SQLITE_AUTH:
+      return PermissionDenied(std::move(msg));
+    default:
+      return Internal(std::move(msg));
+  }
+}
+
+Status Conflict(std::string msg) { return Status(StatusCode::kConflict, std::move(msg)); }
+
+const std::string& JsonOrEmptyObject(const std::string& json) {
+  static const std::string kEmpty = "{}";
+  return json.empty() ? kEmpty : json;
+}
+
+int64_t WallClockMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+namespace sqlite_internal {
+
+// A cached prepared statement in use. Values are only ever bound, never formatted into SQL.
+// Destruction resets the statement, which also ends any read transaction it held open.
+class Statement {
+ public:
+  Statement(sqlite3* db, sqlite3_stmt* stmt, const char* op) : db_(db), stmt_(stmt), op_(op) {}
+  Statement(Statement&& o) noexcept
+      : db_(o.db_), stmt_(std::exchange(o.stmt_, nullptr)), op_(o.op_) {}
+  Statement& operator=(Statement&& o) noexcept {
+    if (this != &o) {
+      Release();
+      db_ = o.db_;
+      stmt_ = std::exchange(o.stmt_, nullptr);
+      op_ = o.op_;
+    }
+    return *this;
+  }
+  ~Statement() { Release(); }
+
+  // Binds args to parameters ?1, ?2, ... in order.
+  template <typename... Args>
+  Status Bind(const Args&... args) {
+    int index = 0;
+    int rc = SQLITE_OK;
+    ((rc = rc == SQLITE_OK ? BindOne(++index, args) : rc), ...);
+    if (rc != SQLITE_OK) return SqlError(db_, rc, op_);
+    return Status::Ok();
+  }
+
+  // true: a row is available; false: the statement is done.
+  Result<bool> Step() {
+    int rc = sqlite3_step(stmt_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    return SqlError(db_, rc, op_);
+  }
+
+  // Steps to completion, ignoring any rows.
+  Status Run() {
+    for (;;) {
+      PADDOCK_ASSIGN_OR_RETURN(bool row, Step());
+      if (!row) return Status::Ok();
+    }
+  }
+
+  int64_t Int(int col) const { return sqlite3_column_int64(stmt_, col); }
+  double Real(int col) const { return sqlite3_column_double(stmt_, col); }
+  bool IsNull(int col) const { return sqlite3_column_type(stmt_, col) == SQLITE_NULL; }
+  std::string Text(int col) const {
+    const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, col));
+    if (p == nullptr) return {};
+    return std::string(p, static_cast<size_t>(sqlite3_column_bytes(stmt_, col)));
+  }
+
+ private:
+  void Release() {
+    if (stmt_ != nullptr) {
+      sqlite3_reset(stmt_);
+      sqlite3_clear_bindings(stmt_);
+      stmt_ = nullptr;
+    }
+  }
+
+  int BindOne(int i, int64_t v) { return sqlite3_bind_int64(stmt_, i, v); }
+  int BindOne(int i, int v) { return sqlite3_bind_int(stmt_, i, v); }
+  int BindOne(int i, bool v) { return sqlite3_bind_int(stmt_, i, v ? 1 : 0); }
+  int BindOne(int i, double v) { return sqlite3_bind_double(stmt_, i, v); }
+  int BindOne(int i, std::nullptr_t) { return sqlite3_bind_null(stmt_, i); }
+  int BindOne(int i, const std::string& v) {
+    return sqlite3_bind_text64(stmt_, i, v.data(), v.size(), SQLITE_TRANSIENT, SQLITE_UTF8);
+  }
+  int BindOne(int i, const char* v) { return sqlite3_bind_text(stmt_, i, v, -1, SQLITE_TRANSIENT); }
+  int BindOne(int i, const std::optional<std::string>& v) {
+    return v ? BindOne(i, *v) : BindOne(i, nullptr);
+  }
+
+  sqlite3* db_;
+  sqlite3_stmt* stmt_;
+  const char* op_;
+};
+
+}  // namespace sqlite_internal
+
+// BEGIN IMMEDIATE takes the database write lock at the start, so the reads inside the
+// transaction cannot be invalidated by another writer before our write (a DEFERRED transaction
+// would fail with SQLITE_BUSY_SNAPSHOT instead of waiting). Rolls back unless committed.
+class SqliteStore::Txn {
+ public:
+  explicit Txn(SqliteStore* store) : store_(store) {}
+  ~Txn() {
+    if (open_ && sqlite3_get_autocommit(store_->db_) == 0) {
+      (void)store_->Exec("rollback", "ROLLBACK");
+    }
+  }
+  Txn(const Txn&) = delete;
+  Txn& operator=(const Txn&) = delete;
+
+  Status Begin(const char* op) {
+    PADDOCK_RETURN_IF_ERROR(store_->Exec(op, "BEGIN IMMEDIATE"));
+    open_ = true;
+    return Status::Ok();
+  }
+  Status Commit(const char* op) {
+    PADDOCK_RETURN_IF_ERROR(store_->Exec(op, "COMMIT"));
+    open_ = false;
+    return Status::Ok();
+  }
+
+ private:
+  SqliteStore* store_;
+  bool open_ = false;
+};
+
+namespace {
+
+// Column lists and readers. The order of each list matches its reader.
+TenantRecord ReadTenant(const sqlite_internal::Statement& s) {
+  return TenantRecord{s.Text(0), s.Text(1), s.Int(2)};
+}
+
+ApiKeyRecord ReadApiKey(const sqlite_internal::Statement& s) {
+  ApiKeyRecord k;
+  k.id = s.Text(0);
+  k.tenant_id = s.Text(1);
+  k.key_hash = s.Text(2);
+  k.key_prefix = s.Text(3);
+  k.role = s.Text(4);
+  k.created_at = s.Int(5);
+  k.revoked_at = s.IsNull(6) ? 0 : s.Int(6);
+  return k;
+}
+
+#define PADDOCK_SANDBOX_COLUMNS                                                         \
+  "sandbox_id, tenant_id, user_id, session_id, runtime_provider, runtime_instance_id, " \
+  "resource_class, template_id, cpus, memory_mb, disk_mb, pids, state, state_reason, "  \
+  "created_at, last_active_at, expires_at, idle_timeout_ms, expiry_action, version, "   \
+  "tainted, lease_counter, pool, metadata, env"
+
+SandboxRecord ReadSandbox(const sqlite_internal::Statement& s) {
+  SandboxRecord r;
+  r.sandbox_id = s.Text(0);
+  r.tenant_id = s.Text(1);
+  r.user_id = s.Text(2);
+  r.session_id = s.Text(3);
+  r.runtime_provider = s.Text(4);
+  r.runtime_instance_id = s.Text(5);
+  r.resource_class = s.Text(6);
+  r.template_id = s.Text(7);
+  r.cpus = s.Real(8);
+  r.memory_mb = s.Int(9);
+  r.disk_mb = s.Int(10);
+  r.pids = s.Int(11);
+  r.state = s.Text(12);
+  r.state_reason = s.Text(13);
+  r.created_at = s.Int(14);
+  r.last_active_at = s.Int(15);
+  r.expires_at = s.Int(16);
+  r.idle_timeout_ms = s.Int(17);
+  r.expiry_action = s.Text(18);
+  r.version = s.Int(19);
+  r.tainted = s.Int(20) != 0;
+  r.lease_counter = s.Int(21);
+  r.pool = s.Text(22);
+  r.metadata = s.Text(23);
+  r.env = s.Text(24);
+  return r;
+}
+
+#define PADDOCK_LEASE_COLUMNS                                                                 \
+  "sandbox_id, lease_id, lease_owner, lease_version, acquired_at, heartbeat_at, expires_at, " \
+  "released_at"
+
+LeaseRecord ReadLease(const sqlite_internal::Statement& s) {
+  LeaseRecord l;
+  l.sandbox_id = s.Text(0);
+  l.lease_id = s.Text(1);
+  l.lease_owner = s.Text(2);
+  l.lease_version = s.Int(3);
+  l.acquired_at = s.Int(4);
+  l.heartbeat_at = s.Int(5);
+  l.expires_at = s.Int(6);
+  l.released_at = s.Int(7);
+  return l;
+}
+
+#define PADDOCK_EVENT_COLUMNS                                                               \
+  "event_id, sandbox_id, event_type, old_state, new_state, reason, request_id, timestamp, " \
+  "metadata"
+
+EventRecord ReadEvent(const sqlite_internal::Statement& s) {
+  EventRecord e;
+  e.event_id = s.Int(0);
+  e.sandbox_id = s.Text(1);
+  e.event_type = s.Text(2);
+  e.old_state = s.Text(3);
+  e.new_state = s.Text(4);
+  e.reason = s.Text(5);
+  e.request_id = s.Text(6);
+  e.timestamp = s.Int(7);
+  e.metadata = s.Text(8);
+  return e;
+}
+
+#define PADDOCK_ALLOCATION_COLUMNS                                                            \
+  "id, sandbox_id, tenant_id, task_id, planner_input_hash, recommended_class, actual_class, " \
+  "reason, confidence, cpu, memory_mb, duration_ms, peak_cpu, peak_memory_mb, oom, "          \
+  "timed_out, created_at"
+
+AllocationRecord ReadAllocation(const sqlite_internal::Statement& s) {
+  AllocationRecord a;
+  a.id = s.Int(0);
+  a.sandbox_id = s.Text(1);
+  a.tenant_id = s.Text(2);
+  a.task_id = s.Text(3);
+  a.planner_input_hash = s.Text(4);
+  a.recommended_class = s.Text(5);
+  a.actual_class = s.Text(6);
+  a.reason = s.Text(7);
+  a.confidence = s.Real(8);
+  a.cpu = s.Real(9);
+  a.memory_mb = s.Int(10);
+  a.duration_ms = s.Int(11);
+  a.peak_cpu = s.Real(12);
+  a.peak_memory_mb = s.Int(13);
+  a.oom = s.Int(14) != 0;
+  a.timed_out = s.Int(15) != 0;
+  a.created_at = s.Int(16);
+  return a;
+}
+
+constexpr const char* kInsertEventSql =
+    "INSERT INTO sandbox_event (sandbox_id, event_type, old_state, new_state, reason, "
+    "request_id, timestamp, metadata) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) RETURNING event_id";
+
+Status CheckLimit(const char* op, int limit) {
+  if (limit < 1) return InvalidArgument(std::string(op) + ": limit must be at least 1");
+  return Status::Ok();
+}
+
+Status CheckLeaseTimes(const char* op, int64_t ttl_ms, int64_t now_ms) {
+  // released_at == 0 means "active", so a lease must never be released at time 0.
+  if (now_ms <= 0) return InvalidArgument(std::string(op) + ": now_ms must be positive");
+  if (ttl_ms <= 0) return InvalidArgument(std::string(op) + ": ttl_ms must be positive");
+  return Status::Ok();
+}
+
+}  // namespace
+
+// --- open and migrate --------------------------------------------------------------------------
+
+Result<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string& path) {
+  if (path.empty()) return InvalidArgument("open registry: empty path");
+  const bool in_memory = path == ":memory:";
+  if (!in_memory) {
+    // Create the file ourselves so it is born 0600: it holds API key hashes and the fencing
+    // counters. SQLite gives its -wal and -shm files the database file's permissions.
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) return ErrnoStatus("open registry " + path);
+    ::close(fd);
+  }
+  sqlite3* db = nullptr;
+  int rc = sqlite3_open_v2(
+      path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+  if (rc != SQLITE_OK) {
+    Status st = SqlError(db, rc, ("open registry " + path).c_str());
+    sqlite3_close_v2(db);
+    return st;
+  }
+  std::unique_ptr<SqliteStore> store(new SqliteStore(db));
+  std::lock_guard lock(store->mu_);
+  PADDOCK_RETURN_IF_ERROR(store->Configure(in_memory));
+  PADDOCK_RETURN_IF_ERROR(store->Migrate());
+  return store;
+}
+
+int SqliteStore::LatestSchemaVersion() { return std::end(kMigrations)[-1].version; }
+
+SqliteStore::~SqliteStore() {
+  for (auto& [sql, stmt] : statements_) sqlite3_finalize(stmt);
+  sqlite3_close_v2(db_);
+}
+
+int SqliteStore::SchemaVersion() const {
+  std::lock_guard lock(mu_);
+  return schema_version_;
+}
+
+Status SqliteStore::Configure(bool in_memory) {
+  const char* op = "configure registry";
+  sqlite3_extended_result_codes(db_, 1);
+  // Set before anything that needs a lock: changing the journal mode does.
+  int rc = sqlite3_busy_timeout(db_, kBusyTimeoutMs);
+  if (rc != SQLITE_OK) return SqlError(db_, rc, op);
+  PADDOCK_RETURN_IF_ERROR(Exec(op, "PRAGMA foreign_keys = ON"));
+  {
+    PADDOCK_ASSIGN_OR_RETURN(Stmt check, Prepare(op, "PRAGMA foreign_keys"));
+    PADDOCK_ASSIGN_OR_RETURN(bool row, check.Step());
+    if (!row || check.Int(0) != 1) return Internal("configure registry: foreign keys stay off");
+  }
+  if (!in_memory) {
+    PADDOCK_ASSIGN_OR_RETURN(Stmt wal, Prepare(op, "PRAGMA journal_mode = WAL"));
+    PADDOCK_ASSIGN_OR_RETURN(bool row, wal.Step());
+    if (!row || wal.Text(0) != "wal") {
+      return Internal("configure registry: cannot enable WAL journal mode");
+    }
+  }
+  // FULL, not the usual WAL pairing NORMAL: NORMAL may lose the last commits on power loss,
+  // and a lost lease_counter increment would hand out a fencing token twice.
+  return Exec(op, "PRAGMA synchronous = FULL");
+}
+
+Status SqliteStore::Migrate() {
+  const char* op = "migrate registry";
+  PADDOCK_RETURN_IF_ERROR(
+      Exec(op,
+           "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, "
+           "name TEXT NOT NULL, applied_at INTEGER NOT NULL) STRICT"));
+  auto current_version = [&]() -> Result<int> {
+    PADDOCK_ASSIGN_OR_RETURN(
+        Stmt q, Prepare(op, "SELECT COALESCE(MAX(version), 0) FROM schema_migrations"));
+    PADDOCK_ASSIGN_OR_RETURN(bool row, q.Step());
+    return row ? static_cast<int>(q.Int(0)) : 0;
+  };
+  for (const Migration& m : kMigrations) {
+    Txn txn(this);
+    PADDOCK_RETURN_IF_ERROR(txn.Begin(op));
+    // Read inside the write transaction: another process may have migrated meanwhile.
+    PADDOCK_ASSIGN_OR_RETURN(int current, current_version());
+    if (current >= m.version) continue;  // Txn rolls back the empty transaction
+    char* err = nullptr;
+    int rc = sqlite3_exec(db_, m.sql, nullptr, nullptr, &err);
+    if (rc != SQLITE_OK) {
+      std::string what = std::string(op) + " to " + std::to_string(m.version) + " (" + m.name +
+                         "): " + (err ? err : sqlite3_errstr(rc));
+      sqlite3_free(err);
+      return Internal(std::move(what));
+    }
+    PADDOCK_ASSIGN_OR_RETURN(
+        Stmt record,
+        Prepare(op,
+                "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?1, ?2, ?3)"));
+    PADDOCK_RETURN_IF_ERROR(record.Bind(m.version, m.name, WallClockMs()));
+    PADDOCK_RETURN_IF_ERROR(record.Run());
+    PADDOCK_RETURN_IF_ERROR(txn.Commit(op));
+  }
+  PADDOCK_ASSIGN_OR_RETURN(schema_version_, current_version());
+  if (schema_version_ > LatestSchemaVersion()) {
+    return FailedPrecondition("migrate registry: database schema version " +
+                              std::to_string(schema_version_) + " is newer than this binary's " +
+                              std::to_string(LatestSchemaVersion()));
+  }
+  return Status::Ok();
+}
+
+Result<SqliteStore::Stmt> SqliteStore::Prepare(const char* op, std::string_view sql) {
+  sqlite3_stmt* stmt = nullptr;
+  auto it = statements_.find(sql);
+  if (it != statements_.end()) {
+    stmt = it->second;
+  } else {
+    int rc = sqlite3_prepare_v3(db_, sql.data(), static_cast<int>(sql.size()),
+                                SQLITE_PREPARE_PERSISTENT, &stmt, nullptr);
+    if (rc != SQLITE_OK) return SqlError(db_, rc, op);
+    statements_.emplace(sql, stmt);
+  }
+  return Stmt(db_, stmt, op);
+}
+
+Status SqliteStore::Exec(const char* op, std::string_view sql) {
+  PADDOCK_ASSIGN_OR_RETURN(Stmt s, Prepare(op, sql));
+  return s.Run();
+}
+
+// --- tenants and API keys ----------------------------------------------------------------------
+
+Status SqliteStore::CreateTenant(const TenantRecord& t) {
+  const char* op = "create tenant";
+  std::lock_guard lock(mu_);
+  PADDOCK_ASSIGN_OR_RETURN(
+      Stmt s, Prepare(op, "INSERT INTO tenants (id, name, created_at) VALUES (?1, ?2, ?3)"));
+  PADDOCK_RETURN_IF_ERROR(s.Bind(t.id, t.name, t.created_at));
+  return s.Run();
+}
+
+Result<TenantRecord> SqliteStore::GetTenant(const std::string& id) {
+  const char* op = "get tenant";
+  std::lock_guard lock(mu_);
+  PADDOCK_ASSIGN_OR_RETURN(Stmt s, Prepare(op,
+                                           "SELECT id, name, created_at FROM tenants "
+                                           "WHERE id = ?1"));
+  PADDOCK_RETURN_IF_ERROR(s.Bind(id));
+  PADDOCK_ASSIGN_OR_RETURN(bool row, s.Step());
+  if (!row) return NotFound("get tenant: tenant " + id + " not found");
+  return ReadTenant(s);
+}
+
+Result<std::vector<TenantRecord>> SqliteStore::ListTenants() {
+  const char* op = "list tenants";
+  std::lock_guard lock(mu_);
+  PADDOCK_ASSIGN_OR_RETURN(Stmt s,
+                           Prepare(op, "SELECT id, name, created_at FROM tenants ORDER BY name"));
+  std::vector<TenantRecord> out;
+  for (;;) {
+    PADDOCK_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    out.push_back(ReadTenant(s));
+  }
+  return out;
+}
+
+Status SqliteStore::CreateApiKey(const ApiKeyRecord& k) {
+  const char* op = "create api key";
+  std::lock_guard lock(mu_);
+  PADDOCK_ASSIGN_OR_RETURN(
+      Stmt s, Prepare(op,
+                      "INSERT INTO api_keys (id, tenant_id, key_hash, key_prefix, role, "
+                      "created_at, revoked_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"));
+  if (k.revoked_at != 0) {
+    PADDOCK_RETURN_IF_ERROR(
+        s.Bind(k.id, k.tenant_id, k.key_hash, k.key_prefix, k.role, k.created_at, k.revoked_at));
+  } else {
+    PADDOCK_RETURN_IF_ERROR(
+        s.Bind(k.id, k.tenant_id, k.key_hash, k.key_prefix, k.role, k.created_at, nullptr));
+  }
+  return s.Run();
+}
+
+Result<ApiKeyRecord> SqliteStore::FindApiKeyByHash(const std::string& key_hash) {
+  const char* op = "find api key";
+  std::lock_guard lock(mu_);
+  PADDOCK_ASSIGN_OR_RETURN(
+      Stmt s, Prepare(op,
+                      "SELECT id, tenant_id, key_hash, key_prefix, role, created_at, revoked_at "
+                      "FROM api_keys WHERE key_hash = ?1 AND revoked_at IS NULL"));
+  PADDOCK_RETURN_IF_ERROR(s.Bind(key_hash));
+  PADDOCK_ASSIGN_OR_RETURN(bool row, s.Step());
+  // The hash is a credential: keep it out of the message.
+  if (!row) return NotFound("find api key: no active key with this hash");
+  return ReadApiKey(s);
+}
+
+Status SqliteStore::RevokeApiKey(const std::string& id, int64_t now_ms) {
+  const char* op = "revoke api key";
+  std::lock_guard lock(mu_);
+  PADDOCK_ASSIGN_OR_RETURN(Stmt s, Prepare(op,
+                                           "UPDATE api_keys SET revoked_at = ?2 "
+                                           "WHERE id = ?1 AND revoked_at IS NULL RETURNING id"));
+  PADDOCK_RETURN_IF_ERROR(s.Bind(id, now_ms));
+  PADDOCK_ASSIGN_OR_RETURN(bool row, s.Step());
+  if (!row) return NotFound("revoke api key: no active key " + id);
+  return s.Run();
+}
+
+Result<int64_t> SqliteStore::CountApiKeys() {
+  const char* op = "count api keys";
+  std::lock_guard lock(mu_);
+  PADDOCK_ASSIGN_OR_RETURN(Stmt s, Prepare(op, "SELECT COUNT(*) FROM api_keys"));
+  PADDOCK_ASSIGN_OR_RETURN(bool row, s.Step());
+  return row ? s.Int(0) : int64_t{0};
+}
+
+// --- sandboxes ---------------------------------------------------------------------------------
+
+Status SqliteStore::InsertSandbox(const SandboxRecord& r) {
+  const char* op = "insert sandbox";
+  std::lock_guard lock(mu_);
+  PADDOCK_ASSIGN_OR_RETURN(
+      Stmt s, Prepare(op, "INSERT INTO sandbox_instance (" PADDOCK_SANDBOX_COLUMNS
+                          ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, "
+                          "?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25)"));
+  PADDOCK_RETURN_IF_ERROR(
+      s.Bind(r.sandbox_id, r.tenant_id, r.user_id, r.session_id, r.runtime_provider,
+             r.runtime_instance_id, r.resource_class, r.template_id, r.cpus, r.memory_mb, r.disk_mb,
+             r.pids, r.state, r.state_reason, r.created_at, r.last_active_at, r.expires_at,
+             r.idle_timeout_ms, r.expiry_action, int64_t{1}, r.tainted, int64_t{0}, r.pool,
+             JsonOrEmptyObject(r.metadata), JsonOrEmptyObject(r.env)));
+  return s.Run();
+}
+
+Result<SandboxRecord> SqliteStore::GetSandbox(const std::string& sandbox_id) {
+  const char* op = "get sandbox";
+  std::lock_guard lock(mu_);
+  PADDOCK_ASSIGN_OR_RETURN(Stmt s, Prepare(op, "SELECT " PADDOCK_SANDBOX_COLUMNS
+                                               " FROM sandbox_instance WHERE sandbox_id = ?1"));
+  PADDOCK_RETURN_IF_ERROR(s.Bind(sandbox_id));
+  PADDOCK_ASSIGN_OR_RETURN(bool row, s.Step());
+  if (!row) return NotFound("get sandbox: sandbox " + sandbox_id + " not found");
+  return ReadSandbox(s);
+}
+
+Result<SandboxPage> SqliteStore::ListSandboxes(const SandboxFilter& f, int limit,
+                                               const std::string& after_id) {
+  const char* op = "list sandboxes";
+  PADDOCK_RETURN_IF_ERROR(CheckLimit(op, limit));
+  std::lock_guard lock(mu_);
+  // Keyset pagination on (created_at, sandbox_id): created_at never changes after insert, so
+  // the cursor's position is stable while rows are added or updated between pages.
+  bool has_cursor = !after_id.empty();
+  int64_t cursor_created_at = 0;
+  if (has_cursor) {
+    PADDOCK_ASSIGN_OR_RETURN(
+        Stmt c, Prepare(op, "SELECT created_at FROM sandbox_instance WHERE sandbox_id = ?1"));
+    PADDOCK_RETURN_IF_ERROR(c.Bind(after_id));
+    PADDOCK_ASSIGN_OR_RETURN(bool row, c.Step());
+    if (!row) return InvalidArgument("list sandboxes: unknown cursor sandbox " + after_id);
+    cursor_created_at = c.Int(0);
+  }
+  PADDOCK_ASSIGN_OR_RETURN(
+      Stmt s,
+      Prepare(op, "SELECT " PADDOCK_SANDBOX_COLUMNS " FROM sandbox_instance"
+                  " WHERE (?1 = '' OR tenant_id = ?1)"
+                  " AND (?2 IS NULL OR state = ?2)"
+                  " AND (?3 = '' OR session_id = ?3)"
+                  " AND (?4 = '' OR resource_class = ?4)"
+                  " AND (?5 = '' OR pool = ?5)"
+                  " AND (?6 OR lower(state) <> 'terminated')"
+                  " AND (NOT ?7 OR created_at > ?8 OR (created_at = ?8 AND sandbox_id > ?9))"
+                  " ORDER BY created_at, sandbox_id LIMIT ?10"));
+  // One row more than asked tells whether another page exists.
+  PADDOCK_RETURN_IF_ERROR(s.Bind(f.tenant_id, f.state, f.session_id, f.resource_class, f.pool,
+                                 f.include_terminated, has_cursor, cursor_created_at, after_id,
+                                 static_cast<int64_t>(limit) + 1));
+  SandboxPage page;
+  for (;;) {
+    PADDOCK_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    if (page.records.size() == static_cast<size_t>(limit)) {
+      page.next_after_id = page.records.back().sandbox_id;
+      break;
+    }
+    page.records.push_back(ReadSandbox(s));
+  }
+  return page;
+}
+
+Result<bool> SqliteStore::SandboxExistsLocked(const char* op, const std::string& sandbox_id) {
+  PADDOCK_ASSIGN_OR_RETURN(Stmt s,
+                           Prepare(op, "SELECT 1 FROM sandbox_instance WHERE sandbox_id = ?1"));
+  PADDOCK_RETURN_IF_ERROR(s.Bind(sandbox_id));
+  return s.Step();
+}
+
+Result<int64_t> SqliteStore::UpdateSandbox(const SandboxRecord& r) {
+  const char* op = "update sandbox";
+  std::lock_guard lock(mu_);
+  Txn txn(this);
+  PADDOCK_RETURN_IF_ERROR(txn.Begin(op));
+  int64_t new_version = 0;
+  {
+    PADDOCK_ASSIGN_OR_RETURN(
+        Stmt s, Prepare(op,
+                        "UPDATE sandbox_instance SET user_id = ?2, session_id = ?3, "
+                        "runtime_provider = ?4, runtime_instance_id = ?5, resource_class = ?6, "
+                        "template_id = ?7, cpus = ?8, memory_mb = ?9, disk_mb = ?10, pids = ?11, "
+                        "state = ?12, state_reason = ?13, last_active_at = ?14, expires_at = ?15, "
+                        "idle_timeout_ms = ?16, expiry_action = ?17, tainted = ?18, pool = ?19, "
+                        "metadata = ?20, env = ?21, version = version + 1 "
+                        "WHERE sandbox_id = ?1 AND version = ?22 RETURNING version"));
+    PADDOCK_RETURN_IF_ERROR(s.Bind(
+        r.sandbox_id, r.user_id, r.session_id, r.runtime_provider, r.runtime_instance_id,
+        r.resource_class, r.template_id, r.cpus, r.memory_mb, r.disk_mb, r.pids, r.state,
+        r.state_reason, r.last_active_at, r.expires_at, r.idle_timeout_ms, r.expiry_action,
+        r.tainted, r.pool, JsonOrEmptyObject(r.metadata), JsonOrEmptyObject(r.env), r.version));
+    PADDOCK_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (row) new_version = s.Int(0);
+  }
+  if (new_version == 0) {
+    PADDOCK_ASSIGN_OR_RETURN(bool exists, SandboxExistsLocked(op, r.sandbox_id));
+    if (!exists) return NotFound("update sandbox: sandbox " + r.sandbox_id + " not found");
+    return Conflict("update sandbox: sandbox " + r.sandbox_id + " is no longer at version " +
+                    std::to_string(r.version));
+  }
+  PADDOCK_RETURN_IF_ERROR(txn.Commit(op));
+  return new_version;
+}
+
+Result<int64_t> SqliteStore::TransitionSandbox(const std::string& sandbox_id,
+                                               int64_t expected_version,
+                                               const std::string& new_state,
+                                               const std::string& reason, EventRecord event) {
+  const char* op = "transition sandbox";
+  std::lock_guard lock(mu_);
+  Txn txn(this);
+  PADDOCK_RETURN_IF_ERROR(txn.Begin(op));
+  std::string old_state;
+  int64_t version = 0;
+  {
+    PADDOCK_ASSIGN_OR_RETURN(
+        Stmt s, Prepare(op, "SELECT state, version FROM sandbox_instance WHERE sandbox_id = ?1"));
+    PADDOCK_RETURN_IF_ERROR(s.Bind(sandbox_id));
+    PADDOCK_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) return NotFound("transition sandbox: sandbox " + sandbox_id + " not found");
+    old_state = s.Text(0);
+    version = s.Int(1);
+  }
+  if (version != expected_version) {
+    return Conflict("transition sandbox: sandbox " + sandbox_id + " is at version " +
+                    std::to_string(version) + ", expected " + std::to_string(expected_version));
+  }
+  {
+    PADDOCK_ASSIGN_OR_RETURN(Stmt s, Prepare(op,
+                                             "UPDATE sandbox_instance SET state = ?2, "
+                                             "state_reason = ?3, version = version + 1 "
+                                             "WHERE sandbox_id = ?1"));
+    PADDOCK_RETURN_IF_ERROR(s.Bind(sandbox_id, new_state, reason));
+    PADDOCK_RETURN_IF_ERROR(s.Run());
+  }
+  {
+    PADDOCK_ASSIGN_OR_RETURN(Stmt s, Prepare(op, kInsertEventSql));
+    PADDOCK_RETURN_IF_ERROR(s.Bind(sandbox_id, event.event_type, old_state, new_state,
+                                   event.reason.empty() ? reason : event.reason, event.request_id,
+                                   event.timestamp, JsonOrEmptyObject(event.metadata)));
+    PADDOCK_RETURN_IF_ERROR(s.Run());
+  }
+  PADDOCK_RETURN_IF_ERROR(txn.Commit(op));
+  return version + 1;
+}
+
+// --- events ------------------------------------------------------------------------------------
+
+Result<int64_t> SqliteStore::AppendEvent(const EventRecord& e) {
+  const char* op = "append event";
+  std::lock_guard lock(mu_);
+  PADDOCK_ASSIGN_OR_RETURN(Stmt s, Prepare(op, kInsertEventSql));
+  PADDOCK_RETURN_IF_ERROR(s.Bind(e.sandbox_id, e.event_type, e.old_state, e.new_state, e.reason,
+                                 e.request_id, e.timestamp, JsonOrEmptyObject(e.metadata)));
+  PADDOCK_ASSIGN_OR_RETURN(bool row, s.Step());
+  if (!row) return Internal("append event: no event id returned");
+  int64_t id = s.Int(0);
+  PADDOCK_RETURN_IF_ERROR(s.Run());
+  return id;
+}
+
+Result<std::vector<EventRecord>> SqliteStore::ListEvents(const std::string& sandbox_id, int limit,
+                                                         int64_t after_event_id) {
+  const char* op = "list events";
+  PADDOCK_RETURN_IF_ERROR(CheckLimit(op, limit));
+  std::lock_guard lock(mu_);
+  PADDOCK_ASSIGN_OR_RETURN(Stmt s,
+                           Prepare(op, "SELECT " PADDOCK_EVENT_COLUMNS
+                                       " FROM sandbox_event WHERE sandbox_id = ?1 AND event_id > ?2"
+                                       " ORDER BY event_id LIMIT ?3"));
+  PADDOCK_RETURN_IF_ERROR(s.Bind(sandbox_id, after_event_id, limit));
+  std::vector<EventRecord> out;
+  for (;;) {
+    PADDOCK_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    out.push_back(ReadEvent(s));
+  }
+  return out;
+}
+
+// --- leases ------------------------------------------------------------------------------------
+
+Result<std::optional<LeaseRecord>> SqliteStore::LoadLeaseLocked(const char* op,
+                                                                const std::string& sandbox_id) {
+  PADDOCK_ASSIGN_OR_RETURN(Stmt s, Prepare(op, "SELECT " PADDOCK_LEASE_COLUMNS
+                                               " FROM sandbox_lease WHERE sandbox_id = ?1"));
+  PADDOCK_RETURN_IF_ERROR(s.Bind(sandbox_id));
+  PADDOCK_ASSIGN_OR_RETURN(bool row, s.Step());
+  if (!row) return std::optional<LeaseRecord>();
+  return std::optional<LeaseRecord>(ReadLease(s));
+}
+
+Status SqliteStore::CheckLeaseLocked(const char* op, const std::string& sandbox_id,
+                                     int64_t lease_version, int64_t now_ms) {
+  PADDOCK_ASSIGN_OR_RETURN(std::optional<LeaseRecord> lease, LoadLeaseLocked(op, sandbox_id));
+  std::string what = std::string(op) + ": sandbox " + sandbox_id + ": lease version " +
+                     std::to_string(lease_version);
+  if (!lease) {
+    PADDOCK_ASSIGN_OR_RETURN(bool exists, SandboxExistsLocked(op, sandbox_id));
+    if (!exists) return NotFound(std::string(op) + ": sandbox " + sandbox_id + " not found");
+    return Conflict(what + " rejected: the sandbox has no lease");
+  }
+  if (lease_version < lease->lease_version) {
+    return Conflict(what + " is stale: current lease version is " +
+                    std::to_string(lease->lease_version));
+  }
+  if (lease_version > lease->lease_version) {
+    return Conflict(what + " was never issued: current lease version is " +
+                    std::to_string(lease->lease_version));
+  }
+  if (lease->released_at != 0) {
+    return Conflict(what + " was released at " + std::to_string(lease->released_at));
+  }
+  if (lease->expires_at <= now_ms) {
+    return Conflict(what + " expired at " + std::to_string(lease->expires_at));
+  }
+  return Status::Ok();
+}
+
+Result<LeaseRecord> SqliteStore::AcquireLease(const std::string& sandbox_id,
+                                              const std::string& owner, int64_t ttl_ms,
+                                              int64_t now_ms) {
+  const char* op = "acquire lease";
+  PADDOCK_RETURN_IF_ERROR(CheckLeaseTimes(op, ttl_ms, now_ms));
+  std::lock_guard lock(mu_);
+  // Check-then-write under one write lock: two acquirers (threads or processes) serialise on
+  // BEGIN IMMEDIATE and the second sees the first's lease.
+  Txn txn(this);
+  PADDOCK_RETURN_IF_ERROR(txn.Begin(op));
+  int64_t counter = 0;
+  {
+    PADDOCK_ASSIGN_OR_RETURN(
+        Stmt s, Prepare(op, "SELECT lease_counter FROM sandbox_instance WHERE sandbox_id = ?1"));
+    PADDOCK_RETURN_IF_ERROR(s.Bind(sandbox_id));
+    PADDOCK_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) return NotFound("acquire lease: sandbox " + sandbox_id + " not found");
+    counter = s.Int(0);
+  }
+  PADDOCK_ASSIGN_OR_RETURN(std::optional<LeaseRecord> current, LoadLeaseLocked(op, sandbox_id));
+  if (current && current->released_at == 0 && current->expires_at > now_ms) {
+    return Conflict("acquire lease: sandbox " + sandbox_id + " is leased by " +
+                    current->lease_owner + " (version " + std::to_string(current->lease_version) +
+                    ") until " + std::to_string(current->expires_at));
+  }
+  LeaseRecord lease;
+  lease.sandbox_id = sandbox_id;
+  lease.lease_id = RandomHex(16);
+  lease.lease_owner = owner;
+  // The counter lives on the sandbox row so it survives the lease row being replaced; max()
+  // keeps tokens increasing even if a row was ever written by something else.
+  lease.lease_version = std::max(counter, current ? current->lease_version : 0) + 1;
+  lease.acquired_at = now_ms;
+  lease.heartbeat_at = now_ms;
+  lease.expires_at = now_ms + ttl_ms;
+  {
+    PADDOCK_ASSIGN_OR_RETURN(Stmt s, Prepare(op,
+                                             "UPDATE sandbox_instance SET lease_counter = ?2, "
+                                             "version = version + 1 WHERE sandbox_id = ?1"));
+    PADDOCK_RETURN_IF_ERROR(s.Bind(sandbox_id, lease.lease_version));
+    PADDOCK_RETURN_IF_ERROR(s.Run());
+  }
+  {
+    PADDOCK_ASSIGN_OR_RETURN(
+        Stmt s, Prepare(op, "INSERT INTO sandbox_lease (" PADDOCK_LEASE_COLUMNS
+                            ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 0)"
+                            " ON CONFLICT (sandbox_id) DO UPDATE SET lease_id = excluded.lease_id,"
+                            " lease_owner = excluded.lease_owner,"
+                            " lease_version = excluded.lease_version,"
+                            " acquired_at = excluded.acquired_at,"
+                            " heartbeat_at = excluded.heartbeat_at,"
+                            " expires_at = excluded.expires_at, released_at = 0"));
+    PADDOCK_RETURN_IF_ERROR(s.Bind(sandbox_id, lease.lease_id, lease.lease_owner,
+                                   lease.lease_version, lease.acquired_at, lease.heartbeat_at,
+                                   lease.expires_at));
+    PADDOCK_RETURN_IF_ERROR(s.Run());
+  }
+  PADDOCK_RETURN_IF_ERROR(txn.Commit(op));
+  return lease;
+}
+
+Result<int64_t> SqliteStore::RenewLease(const std::string& sandbox_id, int64_t lease_version,
+                                        int64_t ttl_ms, int64_t now_ms) {
+  const char* op = "renew lease";
+  PADDOCK_RETURN_IF_ERROR(CheckLeaseTimes(op, ttl_ms, now_ms));
+  std::lock_guard lock(mu_);
+  Txn txn(this);
+  PADDOCK_RETURN_IF_ERROR(txn.Begin(op));
+  PADDOCK_RETURN_IF_ERROR(CheckLeaseLocked(op, sandbox_id, lease_version, now_ms));
+  int64_t expires_at = now_ms + ttl_ms;
+  {
+    PADDOCK_ASSIGN_OR_RETURN(Stmt s, Prepare(op,
+                                             "UPDATE sandbox_lease SET expires_at = ?2, "
+                                             "heartbeat_at = ?3 WHERE sandbox_id = ?1"));
+    PADDOCK_RETURN_IF_ERROR(s.Bind(sandbox_id, expires_at, now_ms));
+    PADDOCK_RETURN_IF_ERROR(s.Run());
+  }
+  PADDOCK_RETURN_IF_ERROR(txn.Commit(op));
+  return expires_at;
+}
+
+Status SqliteStore::ReleaseLease(const std::string& sandbox_id, int64_t lease_version,
+                                 int64_t now_ms) {
+  const char* op = "release lease";
+  PADDOCK_RETURN_IF_ERROR(CheckLeaseTimes(op, 1, now_ms));
+  std::lock_guard lock(mu_);
+  Txn txn(this);
+  PADDOCK_RETURN_IF_ERROR(txn.Begin(op));
+  PADDOCK_RETURN_IF_ERROR(CheckLeaseLocked(op, sandbox_id, lease_version, now_ms));
+  {
+    PADDOCK_ASSIGN_OR_RETURN(
+        Stmt s, Prepare(op, "UPDATE sandbox_lease SET released_at = ?2 WHERE sandbox_id = ?1"));
+    PADDOCK_RETURN_IF_ERROR(s.Bind(sandbox_id, now_ms));
+    PADDOCK_RETURN_IF_ERROR(s.Run());
+  }
+  return txn.Commit(op);
+}
+
+Status SqliteStore::CheckLease(const std::string& sandbox_id, int64_t lease_version,
+                               int64_t now_ms) {
+  const char* op = "check lease";
+  std::lock_guard lock(mu_);
+  return CheckLeaseLocked(op, sandbox_id, lease_version, now_ms);
+}
+
+Result<LeaseRecord> SqliteStore::GetLease(const std::string& sandbox_id) {
+  const char* op = "get lease";
+  std::lock_guard lock(mu_);
+  PADDOCK_ASSIGN_OR_RETURN(std::optional<LeaseRecord> lease, LoadLeaseLocked(op, sandbox_id));
+  if (!lease) return NotFound("get lease: sandbox " + sandbox_id + " has never been leased");
+  return *std::move(lease);
+}
+
+Result<std::vector<std::string>> SqliteStore::ExpireLeases(int64_t now_ms) {
+  const char* op = "expire leases";
+  std::lock_guard lock(mu_);
+  Txn txn(this);
+  PADDOCK_RETURN_IF_ERROR(txn.Begin(op));
+  std::vector<std::string> expired;
+  {
+    PADDOCK_ASSIGN_OR_RETURN(Stmt s, Prepare(op,
+                                             "UPDATE sandbox_lease SET released_at = expires_at "
+                                             "WHERE released_at = 0 AND expires_at <= ?1 "
+                                             "RETURNING sandbox_id"));
+    PADDOCK_RETURN_IF_ERROR(s.Bind(now_ms));
+    for (;;) {
+      PADDOCK_ASSIGN_OR_RETURN(bool row, s.Step());
+      if (!row) break;
+      expired.push_back(s.Text(0));
+    }
+  }
+  PADDOCK_RETURN_IF_ERROR(txn.Commit(op));
+  std::sort(expired.begin(), expired.end());
+  return expired;
+}
+
+// --- environment manifests ---------------------------------------------------------------------
+
+Status SqliteStore::UpsertEnvironment(const EnvironmentRecord& e) {
+  const char* op = "upsert environment";
+  std::lock_guard lock(mu_);
+  PADDOCK_ASSIGN_OR_RETURN(
+      Stmt s, Prepare(op,
+                      "INSERT INTO sandbox_environment (sandbox_id, base_image_digest, "
+                      "dependency_hash, workspace_id, snapshot_id, environment_version, "
+                      "dirty_level) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) "
+                      "ON CONFLICT (sandbox_id) DO UPDATE SET "
+                      "base_image_digest = excluded.base_image_digest, "
+                      "dependency_hash = excluded.dependency_hash, "
+                      "workspace_id = excluded.workspace_id, snapshot_id = excluded.snapshot_id, "
+                      "environment_version = excluded.environment_version, "
+                      "dirty_level = excluded.dirty_level"));
+  PADDOCK_RETURN_IF_ERROR(s.Bind(e.sandbox_id, e.base_image_digest, e.dependency_hash,
+                                 e.workspace_id, e.snapshot_id, e.environment_version,
+                                 e.dirty_level));
+  return s.Run();
+}
+
+Result<EnvironmentRecord> SqliteStore::GetEnvironment(const std::string& sandbox_id) {
+  const char* op = "get environment";
+  std::lock_guard lock(mu_);
+  PADDOCK_ASSIGN_OR_RETURN(
+      Stmt s, Prepare(op,
+                      "SELECT sandbox_id, base_image_digest, dependency_hash, workspace_id, "
+                      "snapshot_id, environment_version, dirty_level FROM sandbox_environment "
+                      "WHERE sandbox_id = ?1"));
+  PADDOCK_RETURN_IF_ERROR(s.Bind(sandbox_id));
+  PADDOCK_ASSIGN_OR_RETURN(bool row, s.Step());
+  if (!row) return NotFound("get environment: no environment for sandbox " + sandbox_id);
+  EnvironmentRecord e;
+  e.sandbox_id = s.Text(0);
+  e.base_image_digest = s.Text(1);
+  e.dependency_hash = s.Text(2);
+  e.workspace_id = s.Text(3);
+  e.snapshot_id = s.Text(4);
+  e.environment_version = s.Int(5);
+  e.dirty_level = s.Int(6);
+  return e;
+}
+
+// --- allocation telemetry ----------------------------------------------------------------------
+
+Result<int64_t> SqliteStore::InsertAllocation(const AllocationRecord& a) {
+  const char* op = "insert allocation";
+  std::lock_guard lock(mu_);
+  PADDOCK_ASSIGN_OR_RETURN(
+      Stmt s, Prepare(op,
+                      "INSERT INTO sandbox_allocation (sandbox_id, tenant_id, task_id, "
+                      "planner_input_hash, recommended_class, actual_class, reason, confidence, "
+                      "cpu, memory_mb, duration_ms, peak_cpu, peak_memory_mb, oom, timed_out, "
+                      "created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, "
+                      "?13, ?14, ?15, ?16) RETURNING id"));
+  PADDOCK_RETURN_IF_ERROR(s.Bind(a.sandbox_id, a.tenant_id, a.task_id, a.planner_input_hash,
+                                 a.recommended_class, a.actual_class, a.reason, a.confidence, a.cpu,
+                                 a.memory_mb, a.duration_ms, a.peak_cpu, a.peak_memory_mb, a.oom,
+                                 a.timed_out, a.created_at));
+  PADDOCK_ASSIGN_OR_RETURN(bool row, s.Step());
+  if (!row) return Internal("insert allocation: no id returned");
+  int64_t id = s.Int(0);
+  PADDOCK_RETURN_IF_ERROR(s.Run());
+  return id;
+}
+
+Result<std::vector<AllocationRecord>> SqliteStore::ListAllocations(const std::string& tenant_id,
+                                                                   int limit) {
+  const char* op = "list allocations";
+  PADDOCK_RETURN_IF_ERROR(CheckLimit(op, limit));
+  std::lock_guard lock(mu_);
+  PADDOCK_ASSIGN_OR_RETURN(Stmt s,
+                           Prepare(op, "SELECT " PADDOCK_ALLOCATION_COLUMNS
+                                       " FROM sandbox_allocation WHERE (?1 = '' OR tenant_id = ?1)"
+                                       " ORDER BY id DESC LIMIT ?2"));
+  PADDOCK_RETURN_IF_ERROR(s.Bind(tenant_id, limit));
+  std::vector<AllocationRecord> out;
+  for (;;) {
+    PADDOCK_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    out.push_back(ReadAllocation(s));
+  }
+  return out;
+}
+
+}  // namespace paddock::registry

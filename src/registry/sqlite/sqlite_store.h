@@ -1,0 +1,105 @@
+// SQLite implementation of the registry Store: the embedded default (REG-2).
+//
+// One connection guarded by a mutex: every call is short and SQLite serialises writers anyway,
+// so a pool would buy little on one machine. Read-modify-write operations run in
+// `BEGIN IMMEDIATE` transactions, which take the write lock up front, so they are also atomic
+// against another process (or another SqliteStore) on the same file; waits for that lock are
+// bounded by busy_timeout (5 s). Every value reaches SQL as a bound parameter.
+#pragma once
+
+#include <sqlite3.h>
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include "registry/store.h"
+
+namespace paddock::registry {
+
+namespace sqlite_internal {
+class Statement;
+}  // namespace sqlite_internal
+
+class SqliteStore final : public Store {
+ public:
+  // Opens (creating with mode 0600 if needed) the database at `path` and applies pending
+  // migrations in order, each in its own transaction. WAL journal, synchronous=FULL, foreign
+  // keys on. kFailedPrecondition if the file's schema is newer than this binary knows.
+  // ":memory:" opens a private in-memory database (tests).
+  static Result<std::unique_ptr<SqliteStore>> Open(const std::string& path);
+
+  // The newest schema version this binary can migrate to.
+  static int LatestSchemaVersion();
+
+  ~SqliteStore() override;
+  SqliteStore(const SqliteStore&) = delete;
+  SqliteStore& operator=(const SqliteStore&) = delete;
+
+  int SchemaVersion() const override;
+
+  Status CreateTenant(const TenantRecord& tenant) override;
+  Result<TenantRecord> GetTenant(const std::string& id) override;
+  Result<std::vector<TenantRecord>> ListTenants() override;
+  Status CreateApiKey(const ApiKeyRecord& key) override;
+  Result<ApiKeyRecord> FindApiKeyByHash(const std::string& key_hash) override;
+  Status RevokeApiKey(const std::string& id, int64_t now_ms) override;
+  Result<int64_t> CountApiKeys() override;
+
+  Status InsertSandbox(const SandboxRecord& sandbox) override;
+  Result<SandboxRecord> GetSandbox(const std::string& sandbox_id) override;
+  Result<SandboxPage> ListSandboxes(const SandboxFilter& filter, int limit,
+                                    const std::string& after_id) override;
+  Result<int64_t> UpdateSandbox(const SandboxRecord& sandbox) override;
+  Result<int64_t> TransitionSandbox(const std::string& sandbox_id, int64_t expected_version,
+                                    const std::string& new_state, const std::string& reason,
+                                    EventRecord event) override;
+
+  Result<int64_t> AppendEvent(const EventRecord& event) override;
+  Result<std::vector<EventRecord>> ListEvents(const std::string& sandbox_id, int limit,
+                                              int64_t after_event_id) override;
+
+  Result<LeaseRecord> AcquireLease(const std::string& sandbox_id, const std::string& owner,
+                                   int64_t ttl_ms, int64_t now_ms) override;
+  Result<int64_t> RenewLease(const std::string& sandbox_id, int64_t lease_version, int64_t ttl_ms,
+                             int64_t now_ms) override;
+  Status ReleaseLease(const std::string& sandbox_id, int64_t lease_version,
+                      int64_t now_ms) override;
+  Status CheckLease(const std::string& sandbox_id, int64_t lease_version, int64_t now_ms) override;
+  Result<LeaseRecord> GetLease(const std::string& sandbox_id) override;
+  Result<std::vector<std::string>> ExpireLeases(int64_t now_ms) override;
+
+  Status UpsertEnvironment(const EnvironmentRecord& env) override;
+  Result<EnvironmentRecord> GetEnvironment(const std::string& sandbox_id) override;
+
+  Result<int64_t> InsertAllocation(const AllocationRecord& alloc) override;
+  Result<std::vector<AllocationRecord>> ListAllocations(const std::string& tenant_id,
+                                                        int limit) override;
+
+ private:
+  using Stmt = sqlite_internal::Statement;
+  class Txn;
+
+  explicit SqliteStore(sqlite3* db) : db_(db) {}
+
+  Status Configure(bool in_memory);
+  Status Migrate();
+  // A cached prepared statement for `sql` (a string literal), reset and unbound when the
+  // returned Stmt goes out of scope. Caller holds mu_.
+  Result<Stmt> Prepare(const char* op, std::string_view sql);
+  Status Exec(const char* op, std::string_view sql);
+  // Lease row of the sandbox inside the caller's transaction; nullopt if never leased.
+  Result<std::optional<LeaseRecord>> LoadLeaseLocked(const char* op, const std::string& sandbox_id);
+  Result<bool> SandboxExistsLocked(const char* op, const std::string& sandbox_id);
+  Status CheckLeaseLocked(const char* op, const std::string& sandbox_id, int64_t lease_version,
+                          int64_t now_ms);
+
+  mutable std::mutex mu_;
+  sqlite3* db_;
+  int schema_version_ = 0;
+  std::unordered_map<std::string_view, sqlite3_stmt*> statements_;  // keys point at literals
+};
+
+}  // namespace paddock::registry

@@ -1,0 +1,244 @@
+// The registry: Paddock's durable record of tenants, API keys, sandboxes, leases, environments,
+// lifecycle events and allocation telemetry (REG-1..3), and the home of lease fencing
+// (LS-1..3). `Store` is the seam: SQLite is the embedded default (sqlite/sqlite_store.h);
+// a PostgreSQL implementation can follow behind the same interface.
+//
+// Conventions shared by every implementation:
+//  - Times are int64 unix milliseconds. Callers pass `now_ms` explicitly to the lease methods
+//    so tests (and a Clock seam) control time.
+//  - Every method is thread-safe and never throws; failures are a Status whose message names
+//    the operation. kNotFound: the named row does not exist; kAlreadyExists: a unique key is
+//    taken; kConflict: an optimistic version or lease fencing check failed; kInvalidArgument:
+//    a value broke a constraint (bad enum value, malformed JSON, empty id).
+//  - JSON columns (metadata, env) are strings holding a JSON object/value; "" is stored as "{}".
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace paddock::registry {
+
+struct TenantRecord {
+  std::string id;
+  std::string name;  // unique across tenants
+  int64_t created_at = 0;
+
+  bool operator==(const TenantRecord&) const = default;
+};
+
+struct ApiKeyRecord {
+  std::string id;
+  std::string tenant_id;   // must name an existing tenant
+  std::string key_hash;    // sha256 hex of the secret; the secret itself is never stored
+  std::string key_prefix;  // first 8 characters of the secret, for display
+  std::string role;        // "admin" | "tenant"
+  int64_t created_at = 0;
+  int64_t revoked_at = 0;  // 0 = active
+
+  bool operator==(const ApiKeyRecord&) const = default;
+};
+
+// State that is only meaningful to the lifecycle manager is stored verbatim; the registry
+// interprets just `state == "terminated"` (case-insensitive), for SandboxFilter.
+struct SandboxRecord {
+  std::string sandbox_id;
+  std::string tenant_id;
+  std::string user_id;
+  std::string session_id;
+  std::string runtime_provider;
+  std::string runtime_instance_id;
+  std::string resource_class;
+  std::string template_id;
+  double cpus = 0;
+  int64_t memory_mb = 0;
+  int64_t disk_mb = 0;
+  int64_t pids = 0;
+  std::string state;
+  std::string state_reason;
+  int64_t created_at = 0;
+  int64_t last_active_at = 0;
+  int64_t expires_at = 0;  // absolute TTL; 0 = none
+  int64_t idle_timeout_ms = 0;
+  std::string expiry_action = "destroy";  // "destroy" | "pause"
+  int64_t version = 0;                    // optimistic-concurrency counter, +1 on every update
+  bool tainted = false;
+  int64_t lease_counter = 0;  // last lease_version handed out; owned by the lease methods
+  std::string pool;           // warm-pool class while an unleased warm member, else ""
+  std::string metadata = "{}";
+  std::string env = "{}";
+
+  bool operator==(const SandboxRecord&) const = default;
+};
+
+// Empty strings / nullopt match anything.
+struct SandboxFilter {
+  std::string tenant_id;
+  std::optional<std::string> state;
+  std::string session_id;
+  std::string resource_class;
+  std::string pool;
+  bool include_terminated = false;  // terminated sandboxes are hidden unless asked for
+};
+
+struct SandboxPage {
+  std::vector<SandboxRecord> records;
+  std::string next_after_id;  // pass as after_id for the next page; "" = no more rows
+};
+
+struct LeaseRecord {
+  std::string sandbox_id;
+  std::string lease_id;  // random, for logs and correlation
+  std::string lease_owner;
+  int64_t lease_version = 0;  // the fencing token: strictly increasing per sandbox, never reused
+  int64_t acquired_at = 0;
+  int64_t heartbeat_at = 0;
+  int64_t expires_at = 0;
+  int64_t released_at = 0;  // 0 = not released
+
+  bool operator==(const LeaseRecord&) const = default;
+};
+
+struct EnvironmentRecord {
+  std::string sandbox_id;
+  std::string base_image_digest;
+  std::string dependency_hash;
+  std::string workspace_id;
+  std::string snapshot_id;
+  int64_t environment_version = 0;
+  int64_t dirty_level = 0;
+
+  bool operator==(const EnvironmentRecord&) const = default;
+};
+
+struct EventRecord {
+  int64_t event_id = 0;  // assigned by the store, increasing
+  std::string sandbox_id;
+  std::string event_type;
+  std::string old_state;
+  std::string new_state;
+  std::string reason;
+  std::string request_id;
+  int64_t timestamp = 0;
+  std::string metadata = "{}";
+
+  bool operator==(const EventRecord&) const = default;
+};
+
+struct AllocationRecord {
+  int64_t id = 0;  // assigned by the store
+  std::string sandbox_id;
+  std::string tenant_id;
+  std::string task_id;
+  std::string planner_input_hash;
+  std::string recommended_class;
+  std::string actual_class;
+  std::string reason;
+  double confidence = 0;
+  double cpu = 0;
+  int64_t memory_mb = 0;
+  int64_t duration_ms = 0;
+  double peak_cpu = 0;
+  int64_t peak_memory_mb = 0;
+  bool oom = false;
+  bool timed_out = false;
+  int64_t created_at = 0;
+
+  bool operator==(const AllocationRecord&) const = default;
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // The schema version the store is at after migrations (highest applied migration).
+  virtual int SchemaVersion() const = 0;
+
+  // --- tenants and API keys ----------------------------------------------------------------
+  // Creates a tenant; kAlreadyExists if the id or name is taken.
+  virtual Status CreateTenant(const TenantRecord& tenant) = 0;
+  // kNotFound if no tenant has this id.
+  virtual Result<TenantRecord> GetTenant(const std::string& id) = 0;
+  // Every tenant, ordered by name.
+  virtual Result<std::vector<TenantRecord>> ListTenants() = 0;
+  // Stores a key; kAlreadyExists on a duplicate id or hash, kNotFound for an unknown tenant,
+  // kInvalidArgument for a role other than "admin"/"tenant".
+  virtual Status CreateApiKey(const ApiKeyRecord& key) = 0;
+  // The unrevoked key with this hash; kNotFound if none (revoked keys are never found).
+  virtual Result<ApiKeyRecord> FindApiKeyByHash(const std::string& key_hash) = 0;
+  // Marks a key revoked at now_ms; kNotFound if unknown or already revoked.
+  virtual Status RevokeApiKey(const std::string& id, int64_t now_ms) = 0;
+  // Number of stored keys, revoked ones included (0 tells bootstrap to mint an admin key).
+  virtual Result<int64_t> CountApiKeys() = 0;
+
+  // --- sandboxes -----------------------------------------------------------------------------
+  // Inserts a sandbox with version 1 and lease_counter 0 (the record's values are ignored);
+  // kAlreadyExists if the id is taken.
+  virtual Status InsertSandbox(const SandboxRecord& sandbox) = 0;
+  // kNotFound if unknown.
+  virtual Result<SandboxRecord> GetSandbox(const std::string& sandbox_id) = 0;
+  // At most `limit` (>= 1) matching sandboxes ordered by (created_at, sandbox_id), starting
+  // after the sandbox `after_id` ("" = from the start; kInvalidArgument if it does not exist).
+  virtual Result<SandboxPage> ListSandboxes(const SandboxFilter& filter, int limit,
+                                            const std::string& after_id) = 0;
+  // Writes every field except sandbox_id, tenant_id, created_at, lease_counter and version, if
+  // the stored version still equals sandbox.version. Returns the new version; kConflict if the
+  // version moved, kNotFound if the sandbox does not exist.
+  virtual Result<int64_t> UpdateSandbox(const SandboxRecord& sandbox) = 0;
+  // Sets state/state_reason and appends `event` (sandbox_id, old_state and new_state filled in
+  // by the store) in one transaction; returns the new version. kConflict (and no event) if the
+  // version is not expected_version; kNotFound if the sandbox does not exist.
+  virtual Result<int64_t> TransitionSandbox(const std::string& sandbox_id, int64_t expected_version,
+                                            const std::string& new_state, const std::string& reason,
+                                            EventRecord event) = 0;
+
+  // --- events --------------------------------------------------------------------------------
+  // Appends an event; returns its event_id.
+  virtual Result<int64_t> AppendEvent(const EventRecord& event) = 0;
+  // At most `limit` (>= 1) events of the sandbox with event_id > after_event_id, oldest first.
+  virtual Result<std::vector<EventRecord>> ListEvents(const std::string& sandbox_id, int limit,
+                                                      int64_t after_event_id) = 0;
+
+  // --- leases (fencing) ---------------------------------------------------------------------
+  // Atomically: kConflict if an active lease exists (released_at == 0 && expires_at > now_ms);
+  // otherwise lease_counter and version +1 on the sandbox and a new lease whose lease_version
+  // is the new counter, expiring at now_ms + ttl_ms. kNotFound for an unknown sandbox.
+  virtual Result<LeaseRecord> AcquireLease(const std::string& sandbox_id, const std::string& owner,
+                                           int64_t ttl_ms, int64_t now_ms) = 0;
+  // Extends the current active lease to now_ms + ttl_ms and records the heartbeat; returns the
+  // new expires_at. kConflict unless lease_version is the current, active, unexpired lease.
+  virtual Result<int64_t> RenewLease(const std::string& sandbox_id, int64_t lease_version,
+                                     int64_t ttl_ms, int64_t now_ms) = 0;
+  // Releases the current lease at now_ms; kConflict if lease_version is stale, released or
+  // expired.
+  virtual Status ReleaseLease(const std::string& sandbox_id, int64_t lease_version,
+                              int64_t now_ms) = 0;
+  // OK iff lease_version is the sandbox's current, unreleased, unexpired lease; otherwise
+  // kConflict saying why (stale version, expired, released, no lease). kNotFound for an
+  // unknown sandbox.
+  virtual Status CheckLease(const std::string& sandbox_id, int64_t lease_version,
+                            int64_t now_ms) = 0;
+  // The latest lease of the sandbox, active or not; kNotFound if it was never leased.
+  virtual Result<LeaseRecord> GetLease(const std::string& sandbox_id) = 0;
+  // Marks every active lease with expires_at <= now_ms released (released_at = expires_at), in
+  // one transaction; returns those sandbox ids, sorted.
+  virtual Result<std::vector<std::string>> ExpireLeases(int64_t now_ms) = 0;
+
+  // --- environment manifests -----------------------------------------------------------------
+  // Inserts or replaces the sandbox's environment record.
+  virtual Status UpsertEnvironment(const EnvironmentRecord& env) = 0;
+  // kNotFound if none recorded.
+  virtual Result<EnvironmentRecord> GetEnvironment(const std::string& sandbox_id) = 0;
+
+  // --- allocation telemetry ------------------------------------------------------------------
+  // Appends an allocation record; returns its id.
+  virtual Result<int64_t> InsertAllocation(const AllocationRecord& alloc) = 0;
+  // At most `limit` (>= 1) records of the tenant ("" = every tenant), newest first.
+  virtual Result<std::vector<AllocationRecord>> ListAllocations(const std::string& tenant_id,
+                                                                int limit) = 0;
+};
+
+}  // namespace paddock::registry
