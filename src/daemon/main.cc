@@ -6,17 +6,29 @@
 //       One-shot: create a sandbox, run CMD with this terminal's stdio, destroy the sandbox,
 //       exit with CMD's status (128 + signal when it was killed).
 //   paddockd template list | paddockd template import NAME DIR
+//   paddockd serve [--config FILE] [--listen ADDR] [--port N]
+//       The control plane: registry (SQLite), lifecycle manager, leases, reconciler, REST API.
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "api/auth.h"
+#include "api/http_server.h"
+#include "api/metrics.h"
+#include "api/sandbox_api.h"
+#include "common/clock.h"
+#include "common/config.h"
 #include "common/units.h"
+#include "lifecycle/sandbox_manager.h"
+#include "registry/sqlite/sqlite_store.h"
 #include "runtime/linux/linux_runtime.h"
 #include "runtime/linux/template_store.h"
 
@@ -107,6 +119,96 @@ int RunSandbox(const linux::LinuxRuntimeOptions& opts, const RunFlags& f) {
   return result->ShellStatus();
 }
 
+struct ServeFlags {
+  std::string config_path;
+  std::string listen;
+  int port = -1;
+};
+
+// The daemon: wiring only. Shutdown on SIGTERM/SIGINT is graceful: the API stops taking new
+// requests and finishes in-flight ones, then the background loop stops. Sandboxes do not
+// outlive the daemon (their inits exit with it); the next start's reconciliation records them.
+int Serve(const std::string& data_dir_flag, const std::string& state_dir_flag,
+          const ServeFlags& f) {
+  paddock::PaddockConfig cfg = paddock::DefaultConfig();
+  if (!f.config_path.empty()) {
+    auto loaded = paddock::LoadConfigFile(f.config_path);
+    if (!loaded.ok()) return Fail(loaded.status());
+    cfg = *loaded;
+  }
+  if (!data_dir_flag.empty()) cfg.data_dir = data_dir_flag;
+  if (!state_dir_flag.empty()) cfg.state_dir = state_dir_flag;
+  if (!f.listen.empty()) cfg.server.listen_address = f.listen;
+  if (f.port >= 0) cfg.server.port = static_cast<uint16_t>(f.port);
+  for (const auto& note : paddock::ScaleToHost(cfg, paddock::DetectHost()))
+    std::fprintf(stderr, "paddockd: config: %s\n", note.c_str());
+
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  for (int s : {SIGINT, SIGTERM}) sigaddset(&sigs, s);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+
+  std::error_code ec;
+  std::filesystem::create_directories(cfg.data_dir, ec);
+  if (ec) return Fail(paddock::Internal("create " + cfg.data_dir + ": " + ec.message()));
+  // 0711: the sandbox inits (unprivileged host uids) must traverse to the templates below;
+  // nothing here can be listed, and the registry itself is 0600.
+  ::chmod(cfg.data_dir.c_str(), 0711);
+  auto store = paddock::registry::SqliteStore::Open(cfg.data_dir + "/registry.db");
+  if (!store.ok()) return Fail(store.status());
+  paddock::SystemClock clock;
+  auto admin_key = paddock::api::BootstrapAdminKey(**store, clock);
+  if (!admin_key.ok()) return Fail(admin_key.status());
+  if (*admin_key) {
+    // Shown once: only its hash is stored.
+    std::printf("paddockd: created the admin API key (shown once): %s\n", (*admin_key)->c_str());
+    std::fflush(stdout);
+  }
+
+  linux::LinuxRuntimeOptions ropts;
+  ropts.state_dir = cfg.state_dir;
+  ropts.template_dir = cfg.data_dir + "/templates";
+  auto rt = linux::LinuxRuntime::Open(ropts);
+  if (!rt.ok()) return Fail(rt.status());
+
+  paddock::lifecycle::SandboxManager manager(**store, **rt, cfg, clock);
+  // LC-4 at start-up: whatever the last run left behind is reconciled before serving.
+  int repaired = manager.ReconcileOnce();
+  if (repaired > 0)
+    std::fprintf(stderr, "paddockd: reconciled %d sandbox(es) at start-up\n", repaired);
+  manager.StartBackground(cfg.lifecycle.reconcile_interval);
+
+  paddock::api::MetricsRegistry metrics;
+  paddock::api::HttpServerOptions hopts;
+  hopts.address = cfg.server.listen_address;
+  hopts.port = cfg.server.port;
+  hopts.max_connections = cfg.server.max_connections;
+  hopts.default_max_body_bytes = cfg.server.max_body_bytes;
+  hopts.read_timeout = cfg.server.read_timeout;
+  hopts.metrics = &metrics;
+  paddock::api::HttpServer server(hopts);
+  paddock::api::ApiContext ctx;
+  ctx.server = &server;
+  ctx.manager = &manager;
+  ctx.store = store->get();
+  ctx.metrics = &metrics;
+  ctx.clock = &clock;
+  ctx.ready = [] { return true; };
+  auto api = paddock::api::SandboxApi::Create(ctx);
+  if (!api.ok()) return Fail(api.status());
+  if (Status st = server.Start(); !st.ok()) return Fail(st);
+  std::printf("paddockd: listening on http://%s:%u\n", cfg.server.listen_address.c_str(),
+              server.port());
+  std::fflush(stdout);
+
+  int sig = 0;
+  sigwait(&sigs, &sig);
+  std::fprintf(stderr, "paddockd: signal %d, shutting down\n", sig);
+  server.Stop(std::chrono::seconds(10));
+  manager.StopBackground();
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -144,8 +246,19 @@ int main(int argc, char** argv) {
   tpl_import->add_option("name", import_name)->required();
   tpl_import->add_option("dir", import_dir)->required();
 
+  ServeFlags serve_flags;
+  auto* serve = app.add_subcommand("serve", "Run the control plane (REST API on loopback)");
+  serve->add_option("--config", serve_flags.config_path, "paddock.yaml (default: built-in)");
+  serve->add_option("--listen", serve_flags.listen, "Listen address (default 127.0.0.1)");
+  serve->add_option("--port", serve_flags.port, "Port (default 8780; 0 = any free port)");
+
   CLI11_PARSE(app, argc, argv);
   opts.template_dir = data_dir + "/templates";
+  if (serve->parsed()) {
+    // --data-dir / --state-dir override the config file only when given explicitly.
+    return Serve(app.get_option("--data-dir")->count() ? data_dir : "",
+                 app.get_option("--state-dir")->count() ? opts.state_dir : "", serve_flags);
+  }
 
   if (run->parsed()) return RunSandbox(opts, f);
 

@@ -1,0 +1,674 @@
+#include "api/sandbox_api.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+
+#include "api/auth.h"
+#include "common/random.h"
+
+namespace paddock::api {
+
+namespace {
+
+using json = nlohmann::json;
+using lifecycle::Principal;
+using lifecycle::SandboxManager;
+
+// A request-level failure that maps straight to an HTTP error.
+struct ApiError {
+  Response response;
+};
+
+Response Unauthenticated(const std::string& msg) {
+  return ErrorResponse(401, "unauthenticated", msg);
+}
+
+// Parses a JSON object body; an empty body is {}.
+Result<json> ParseBody(const Request& req) {
+  if (req.body.empty()) return json::object();
+  json j = json::parse(req.body, nullptr, false);
+  if (j.is_discarded()) return InvalidArgument("body: malformed JSON");
+  if (!j.is_object()) return InvalidArgument("body: must be a JSON object");
+  return j;
+}
+
+// Typed field access that names the field in its error.
+Result<std::optional<std::string>> OptString(const json& j, const char* field, size_t max = 4096) {
+  if (!j.contains(field) || j[field].is_null()) return std::optional<std::string>();
+  if (!j[field].is_string()) return InvalidArgument(std::string(field) + ": must be a string");
+  std::string s = j[field].get<std::string>();
+  if (s.size() > max) return InvalidArgument(std::string(field) + ": too long");
+  return std::optional<std::string>(s);
+}
+
+Result<std::optional<int64_t>> OptInt(const json& j, const char* field, int64_t lo, int64_t hi) {
+  if (!j.contains(field) || j[field].is_null()) return std::optional<int64_t>();
+  if (!j[field].is_number_integer())
+    return InvalidArgument(std::string(field) + ": must be an integer");
+  int64_t v = j[field].get<int64_t>();
+  if (v < lo || v > hi)
+    return InvalidArgument(std::string(field) + ": must be between " + std::to_string(lo) +
+                           " and " + std::to_string(hi));
+  return std::optional<int64_t>(v);
+}
+
+Result<std::optional<double>> OptNumber(const json& j, const char* field, double lo, double hi) {
+  if (!j.contains(field) || j[field].is_null()) return std::optional<double>();
+  if (!j[field].is_number()) return InvalidArgument(std::string(field) + ": must be a number");
+  double v = j[field].get<double>();
+  if (!(v >= lo && v <= hi))
+    return InvalidArgument(std::string(field) + ": must be between " + std::to_string(lo) +
+                           " and " + std::to_string(hi));
+  return std::optional<double>(v);
+}
+
+Result<std::map<std::string, std::string>> StringMap(const json& j, const char* field) {
+  std::map<std::string, std::string> out;
+  if (!j.contains(field) || j[field].is_null()) return out;
+  if (!j[field].is_object()) return InvalidArgument(std::string(field) + ": must be an object");
+  for (auto& [k, v] : j[field].items()) {
+    if (!v.is_string()) return InvalidArgument(std::string(field) + "." + k + ": must be a string");
+    out[k] = v.get<std::string>();
+  }
+  return out;
+}
+
+json SandboxJson(const registry::SandboxRecord& r) {
+  json metadata = json::parse(r.metadata, nullptr, false);
+  return {
+      {"id", r.sandbox_id},
+      {"tenant_id", r.tenant_id},
+      {"session_id", r.session_id},
+      {"state", r.state},
+      {"state_reason", r.state_reason},
+      {"resource_class", r.resource_class},
+      {"template", r.template_id},
+      {"resources",
+       {{"cpus", r.cpus}, {"memory_mb", r.memory_mb}, {"disk_mb", r.disk_mb}, {"pids", r.pids}}},
+      {"created_at_ms", r.created_at},
+      {"expires_at_ms", r.expires_at},
+      {"idle_timeout_seconds", r.idle_timeout_ms / 1000},
+      {"expiry_action", r.expiry_action},
+      {"last_lease_version", r.lease_counter},
+      {"tainted", r.tainted},
+      {"metadata", metadata.is_discarded() ? json::object() : metadata}};
+}
+
+json LeaseJson(const registry::LeaseRecord& l) {
+  return {{"sandbox_id", l.sandbox_id},      {"lease_id", l.lease_id},
+          {"owner", l.lease_owner},          {"lease_version", l.lease_version},
+          {"acquired_at_ms", l.acquired_at}, {"expires_at_ms", l.expires_at}};
+}
+
+json ExecResultJson(const runtime::ExecResult& r) {
+  return {{"exit_code", r.exit_code},
+          {"signal", r.signal},
+          {"timed_out", r.timed_out},
+          {"oom_killed", r.oom_killed},
+          {"killed", r.killed},
+          {"stdout_truncated", r.stdout_truncated},
+          {"stderr_truncated", r.stderr_truncated},
+          {"cpu_seconds", r.cpu_seconds},
+          {"peak_memory_bytes", r.peak_memory_bytes},
+          {"wall_seconds", r.wall_seconds}};
+}
+
+json FileStatJson(const runtime::FileStat& s) {
+  static const char* kTypes[] = {"file", "dir", "symlink", "other"};
+  json j = {{"name", s.name},       {"type", kTypes[static_cast<int>(s.type)]},
+            {"size", s.size},       {"mode", s.mode},
+            {"uid", s.uid},         {"gid", s.gid},
+            {"mtime", s.mtime_unix}};
+  if (s.type == runtime::FileStat::Type::kSymlink) j["link_target"] = s.link_target;
+  return j;
+}
+
+Result<runtime::ExecRequest> ParseExec(const json& body) {
+  runtime::ExecRequest req;
+  if (body.contains("argv")) {
+    if (!body["argv"].is_array() || body["argv"].empty())
+      return InvalidArgument("argv: must be a non-empty array of strings");
+    for (const auto& a : body["argv"]) {
+      if (!a.is_string()) return InvalidArgument("argv: must be a non-empty array of strings");
+      req.argv.push_back(a.get<std::string>());
+    }
+  }
+  PADDOCK_ASSIGN_OR_RETURN(auto shell, OptString(body, "shell", 1 << 20));
+  if (shell) req.shell = *shell;
+  if (req.argv.empty() == req.shell.empty())
+    return InvalidArgument("argv/shell: give exactly one of them");
+  PADDOCK_ASSIGN_OR_RETURN(req.env, StringMap(body, "env"));
+  PADDOCK_ASSIGN_OR_RETURN(auto cwd, OptString(body, "cwd"));
+  if (cwd) req.cwd = *cwd;
+  PADDOCK_ASSIGN_OR_RETURN(auto user, OptString(body, "user", 64));
+  if (user) req.user = *user;
+  PADDOCK_ASSIGN_OR_RETURN(auto stdin_data, OptString(body, "stdin", 1 << 20));
+  if (stdin_data) req.stdin_data = *stdin_data;
+  PADDOCK_ASSIGN_OR_RETURN(auto timeout, OptNumber(body, "timeout_seconds", 0, 86400));
+  if (timeout) req.timeout = std::chrono::milliseconds(static_cast<int64_t>(*timeout * 1000));
+  return req;
+}
+
+class Api {
+ public:
+  explicit Api(const ApiContext& ctx) : ctx_(ctx) {
+    auto& m = *ctx.metrics;
+    exec_latency_ = &m.GetHistogram(
+        "paddock_exec_duration_seconds", "Wall time of exec calls through the API",
+        {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60});
+    for (const char* state : {"ready", "leased", "hibernating", "provisioning", "failed", "lost"}) {
+      m.GetGauge("paddock_sandboxes", "Sandboxes by state", {{"state", state}})
+          .SetCallback([store = ctx.store, s = std::string(state)] {
+            registry::SandboxFilter f;
+            f.state = s;
+            f.include_terminated = true;
+            double n = 0;
+            std::string after;
+            while (true) {
+              auto page = store->ListSandboxes(f, 1000, after);
+              if (!page.ok()) break;
+              n += static_cast<double>(page->records.size());
+              if (page->next_after_id.empty()) break;
+              after = page->next_after_id;
+            }
+            return n;
+          });
+    }
+  }
+
+  Status Register();
+
+ private:
+  using Authed = std::function<void(const Principal&, const Request&, ResponseWriter&)>;
+
+  // Wraps a handler with authentication and turns a thrown-away Status into a JSON error.
+  Handler WithAuth(Authed h, bool admin_only = false) {
+    return [this, h, admin_only](const Request& req, ResponseWriter& w) {
+      auto who = Authenticate(*ctx_.store, req);
+      if (!who.ok()) {
+        w.Send(Unauthenticated(who.status().message()));
+        return;
+      }
+      if (admin_only && !who->admin) {
+        w.Send(ErrorResponse(403, "permission_denied", "admin key required"));
+        return;
+      }
+      h(*who, req, w);
+    };
+  }
+
+  static void SendStatus(ResponseWriter& w, const Status& st) {
+    w.Send(ErrorFromStatus(st, json::object(), 413));
+  }
+
+  Result<int64_t> LeaseVersion(const Request& req) {
+    auto v = req.headers.Find(kLeaseVersionHeader);
+    if (!v) return Status(StatusCode::kConflict, std::string(kLeaseVersionHeader) + ": required");
+    try {
+      size_t used = 0;
+      long long n = std::stoll(*v, &used);
+      if (used != v->size() || n <= 0) throw std::invalid_argument("bad");
+      return static_cast<int64_t>(n);
+    } catch (...) {
+      return InvalidArgument(std::string(kLeaseVersionHeader) + ": must be a positive integer");
+    }
+  }
+
+  void LeaseOp(const std::string& op, const Status& st) {
+    ctx_.metrics
+        ->GetCounter("paddock_lease_operations_total", "Lease operations by outcome",
+                     {{"op", op}, {"outcome", st.ok() ? "ok" : StatusCodeSlug(st.code())}})
+        .Inc();
+  }
+
+  const ApiContext ctx_;
+  Histogram* exec_latency_ = nullptr;
+};
+
+Status Api::Register() {
+  HttpServer& s = *ctx_.server;
+  SandboxManager& mgr = *ctx_.manager;
+
+  PADDOCK_RETURN_IF_ERROR(s.Route("GET", "/healthz", [](const Request&, ResponseWriter& w) {
+    w.Send(JsonResponse(200, {{"status", "ok"}}));
+  }));
+  PADDOCK_RETURN_IF_ERROR(s.Route("GET", "/readyz", [this](const Request&, ResponseWriter& w) {
+    bool ready = !ctx_.ready || ctx_.ready();
+    w.Send(JsonResponse(ready ? 200 : 503, {{"ready", ready}}));
+  }));
+  PADDOCK_RETURN_IF_ERROR(s.Route("GET", "/metrics", [this](const Request&, ResponseWriter& w) {
+    Response r;
+    r.content_type = "text/plain; version=0.0.4";
+    r.body = ctx_.metrics->Render();
+    w.Send(std::move(r));
+  }));
+
+  PADDOCK_RETURN_IF_ERROR(
+      s.Route("POST", "/v1/tenants",
+              WithAuth(
+                  [this](const Principal&, const Request& req, ResponseWriter& w) {
+                    auto body = ParseBody(req);
+                    if (!body.ok()) return SendStatus(w, body.status());
+                    auto name = OptString(*body, "name", 64);
+                    if (!name.ok()) return SendStatus(w, name.status());
+                    if (!*name || (*name)->empty())
+                      return SendStatus(w, InvalidArgument("name: required"));
+                    registry::TenantRecord t{"tenant-" + RandomHex(6), **name, ctx_.clock->NowMs()};
+                    if (Status st = ctx_.store->CreateTenant(t); !st.ok()) return SendStatus(w, st);
+                    auto key = MintApiKey(*ctx_.store, t.id, "tenant", *ctx_.clock);
+                    if (!key.ok()) return SendStatus(w, key.status());
+                    w.Send(JsonResponse(
+                        201, {{"tenant", {{"id", t.id}, {"name", t.name}}}, {"api_key", *key}}));
+                  },
+                  /*admin_only=*/true)));
+
+  PADDOCK_RETURN_IF_ERROR(s.Route(
+      "GET", "/v1/classes", WithAuth([&mgr](const Principal&, const Request&, ResponseWriter& w) {
+        json items = json::array();
+        for (const auto& c : mgr.config().resource_classes) {
+          items.push_back({{"name", c.name},
+                           {"cpus", c.cpus},
+                           {"memory_mb", c.memory_bytes >> 20},
+                           {"disk_mb", c.disk_bytes >> 20},
+                           {"pids", c.pids},
+                           {"template", c.template_name},
+                           {"runtime", c.runtime}});
+        }
+        w.Send(JsonResponse(200, {{"items", items}}));
+      })));
+
+  PADDOCK_RETURN_IF_ERROR(
+      s.Route("POST", "/v1/sandboxes",
+              WithAuth([&mgr](const Principal& who, const Request& req, ResponseWriter& w) {
+                auto body = ParseBody(req);
+                if (!body.ok()) return SendStatus(w, body.status());
+                const json& b = *body;
+                lifecycle::CreateSandboxRequest cr;
+                auto fail = [&](const Status& st) { SendStatus(w, st); };
+                auto cls = OptString(b, "class", 64);
+                if (!cls.ok()) return fail(cls.status());
+                if (*cls) cr.resource_class = **cls;
+                auto tpl = OptString(b, "template", 64);
+                if (!tpl.ok()) return fail(tpl.status());
+                if (*tpl) cr.template_name = **tpl;
+                if (b.contains("resources")) {
+                  const json& r = b["resources"];
+                  if (!r.is_object()) return fail(InvalidArgument("resources: must be an object"));
+                  auto cpus = OptNumber(r, "cpus", 0.01, 1024);
+                  if (!cpus.ok())
+                    return fail(InvalidArgument("resources." + cpus.status().message()));
+                  cr.cpus = *cpus;
+                  auto mem = OptInt(r, "memory_mb", 1, int64_t{1} << 30);
+                  if (!mem.ok())
+                    return fail(InvalidArgument("resources." + mem.status().message()));
+                  if (*mem) cr.memory_bytes = static_cast<uint64_t>(**mem) << 20;
+                  auto disk = OptInt(r, "disk_mb", 1, int64_t{1} << 30);
+                  if (!disk.ok())
+                    return fail(InvalidArgument("resources." + disk.status().message()));
+                  if (*disk) cr.disk_bytes = static_cast<uint64_t>(**disk) << 20;
+                  auto pids = OptInt(r, "pids", 1, 1 << 20);
+                  if (!pids.ok())
+                    return fail(InvalidArgument("resources." + pids.status().message()));
+                  if (*pids) cr.pids = static_cast<uint32_t>(**pids);
+                }
+                auto ttl = OptInt(b, "ttl_seconds", 0, 30 * 86400);
+                if (!ttl.ok()) return fail(ttl.status());
+                if (*ttl) cr.ttl_ms = **ttl * 1000;
+                auto idle = OptInt(b, "idle_timeout_seconds", 0, 30 * 86400);
+                if (!idle.ok()) return fail(idle.status());
+                if (*idle) cr.idle_timeout_ms = **idle * 1000;
+                auto env = StringMap(b, "env");
+                if (!env.ok()) return fail(env.status());
+                cr.env = *env;
+                auto session = OptString(b, "session_id", 128);
+                if (!session.ok()) return fail(session.status());
+                if (*session) cr.session_id = **session;
+                if (b.contains("metadata")) {
+                  if (!b["metadata"].is_object())
+                    return fail(InvalidArgument("metadata: must be an object"));
+                  cr.metadata_json = b["metadata"].dump();
+                  if (cr.metadata_json.size() > 16384)
+                    return fail(InvalidArgument("metadata: too large"));
+                }
+                auto rec = mgr.Create(who, cr, req.request_id);
+                if (!rec.ok()) return fail(rec.status());
+                w.Send(JsonResponse(201, SandboxJson(*rec)));
+              })));
+
+  PADDOCK_RETURN_IF_ERROR(
+      s.Route("GET", "/v1/sandboxes",
+              WithAuth([&mgr](const Principal& who, const Request& req, ResponseWriter& w) {
+                registry::SandboxFilter f;
+                if (auto st = req.Query("state")) f.state = *st;
+                if (auto ss = req.Query("session_id")) f.session_id = *ss;
+                if (auto c = req.Query("class")) f.resource_class = *c;
+                f.include_terminated = req.Query("all").value_or("") == "true";
+                int limit = 50;
+                if (auto l = req.Query("limit")) {
+                  try {
+                    limit = std::stoi(*l);
+                  } catch (...) {
+                    return SendStatus(w, InvalidArgument("limit: must be an integer"));
+                  }
+                }
+                auto page = mgr.List(who, f, limit, req.Query("after").value_or(""));
+                if (!page.ok()) return SendStatus(w, page.status());
+                json items = json::array();
+                for (const auto& r : page->records) items.push_back(SandboxJson(r));
+                w.Send(JsonResponse(200, {{"items", items}, {"next", page->next_after_id}}));
+              })));
+
+  PADDOCK_RETURN_IF_ERROR(
+      s.Route("GET", "/v1/sandboxes/{id}",
+              WithAuth([&mgr](const Principal& who, const Request& req, ResponseWriter& w) {
+                auto rec = mgr.Get(who, req.Param("id"));
+                if (!rec.ok()) return SendStatus(w, rec.status());
+                w.Send(JsonResponse(200, SandboxJson(*rec)));
+              })));
+
+  PADDOCK_RETURN_IF_ERROR(
+      s.Route("DELETE", "/v1/sandboxes/{id}",
+              WithAuth([&mgr](const Principal& who, const Request& req, ResponseWriter& w) {
+                Status st = mgr.Destroy(who, req.Param("id"), "api delete", req.request_id);
+                if (!st.ok()) return SendStatus(w, st);
+                w.Send(Response{204, "application/json", "", {}});
+              })));
+
+  PADDOCK_RETURN_IF_ERROR(
+      s.Route("POST", "/v1/sandboxes/{id}/lease",
+              WithAuth([this, &mgr](const Principal& who, const Request& req, ResponseWriter& w) {
+                auto body = ParseBody(req);
+                if (!body.ok()) return SendStatus(w, body.status());
+                auto owner = OptString(*body, "owner", 200);
+                if (!owner.ok()) return SendStatus(w, owner.status());
+                auto ttl = OptInt(*body, "ttl_seconds", 1, 86400);
+                if (!ttl.ok()) return SendStatus(w, ttl.status());
+                auto lease = mgr.AcquireLease(who, req.Param("id"), owner->value_or(""),
+                                              ttl->value_or(0) * 1000, req.request_id);
+                LeaseOp("acquire", lease.status());
+                if (!lease.ok()) return SendStatus(w, lease.status());
+                w.Send(JsonResponse(201, LeaseJson(*lease)));
+              })));
+
+  PADDOCK_RETURN_IF_ERROR(s.Route(
+      "POST", "/v1/sandboxes/{id}/lease/renew",
+      WithAuth([this, &mgr](const Principal& who, const Request& req, ResponseWriter& w) {
+        auto body = ParseBody(req);
+        if (!body.ok()) return SendStatus(w, body.status());
+        auto version = OptInt(*body, "lease_version", 1, INT64_MAX);
+        if (!version.ok()) return SendStatus(w, version.status());
+        if (!*version) return SendStatus(w, InvalidArgument("lease_version: required"));
+        auto ttl = OptInt(*body, "ttl_seconds", 1, 86400);
+        if (!ttl.ok()) return SendStatus(w, ttl.status());
+        auto expires = mgr.RenewLease(who, req.Param("id"), **version, ttl->value_or(0) * 1000);
+        LeaseOp("renew", expires.status());
+        if (!expires.ok()) return SendStatus(w, expires.status());
+        w.Send(JsonResponse(200, {{"lease_version", **version}, {"expires_at_ms", *expires}}));
+      })));
+
+  PADDOCK_RETURN_IF_ERROR(s.Route(
+      "POST", "/v1/sandboxes/{id}/lease/release",
+      WithAuth([this, &mgr](const Principal& who, const Request& req, ResponseWriter& w) {
+        auto body = ParseBody(req);
+        if (!body.ok()) return SendStatus(w, body.status());
+        auto version = OptInt(*body, "lease_version", 1, INT64_MAX);
+        if (!version.ok()) return SendStatus(w, version.status());
+        if (!*version) return SendStatus(w, InvalidArgument("lease_version: required"));
+        auto mode_name = OptString(*body, "recycle", 16);
+        if (!mode_name.ok()) return SendStatus(w, mode_name.status());
+        auto mode = lifecycle::ParseRecycleMode(mode_name->value_or("keep"));
+        if (!mode.ok()) return SendStatus(w, mode.status());
+        Status st = mgr.ReleaseLease(who, req.Param("id"), **version, *mode, req.request_id);
+        LeaseOp("release", st);
+        if (!st.ok()) return SendStatus(w, st);
+        w.Send(JsonResponse(200, {{"released", true}}));
+      })));
+
+  PADDOCK_RETURN_IF_ERROR(s.Route(
+      "POST", "/v1/sandboxes/{id}/exec",
+      WithAuth([this, &mgr](const Principal& who, const Request& req, ResponseWriter& w) {
+        auto version = LeaseVersion(req);
+        if (!version.ok()) return SendStatus(w, version.status());
+        auto body = ParseBody(req);
+        if (!body.ok()) return SendStatus(w, body.status());
+        auto er = ParseExec(*body);
+        if (!er.ok()) return SendStatus(w, er.status());
+        std::string out, err;
+        runtime::ExecCallbacks cb;
+        cb.on_stdout = [&](std::string_view d) { out.append(d); };
+        cb.on_stderr = [&](std::string_view d) { err.append(d); };
+        const auto t0 = std::chrono::steady_clock::now();
+        auto r = mgr.Exec(who, req.Param("id"), *version, *er, cb);
+        exec_latency_->Observe(
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        if (!r.ok()) return SendStatus(w, r.status());
+        json j = ExecResultJson(*r);
+        j["stdout"] = std::move(out);
+        j["stderr"] = std::move(err);
+        // Output is bytes: invalid UTF-8 is replaced (U+FFFD) so the JSON stays valid.
+        w.Send(Response{
+            200, "application/json", j.dump(-1, ' ', false, json::error_handler_t::replace), {}});
+      })));
+
+  PADDOCK_RETURN_IF_ERROR(
+      s.Route("POST", "/v1/sandboxes/{id}/exec/stream",
+              WithAuth([this, &mgr](const Principal& who, const Request& req, ResponseWriter& w) {
+                auto version = LeaseVersion(req);
+                if (!version.ok()) return SendStatus(w, version.status());
+                auto body = ParseBody(req);
+                if (!body.ok()) return SendStatus(w, body.status());
+                auto er = ParseExec(*body);
+                if (!er.ok()) return SendStatus(w, er.status());
+                // NDJSON: one event per line, ending with {"type":"exit",...} or
+                // {"type":"error",...}.
+                bool started = false;
+                auto emit = [&](const json& ev) {
+                  if (!started) started = w.StartStream(200, "application/x-ndjson");
+                  w.WriteChunk(ev.dump(-1, ' ', false, json::error_handler_t::replace) + "\n");
+                };
+                runtime::ExecCallbacks cb;
+                cb.on_stdout = [&](std::string_view d) {
+                  emit({{"type", "stdout"}, {"data", std::string(d)}});
+                };
+                cb.on_stderr = [&](std::string_view d) {
+                  emit({{"type", "stderr"}, {"data", std::string(d)}});
+                };
+                const auto t0 = std::chrono::steady_clock::now();
+                auto r = mgr.Exec(who, req.Param("id"), *version, *er, cb);
+                exec_latency_->Observe(
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+                if (!r.ok()) {
+                  if (!started) return SendStatus(w, r.status());
+                  emit({{"type", "error"},
+                        {"code", StatusCodeSlug(r.status().code())},
+                        {"message", r.status().message()}});
+                } else {
+                  json ev = ExecResultJson(*r);
+                  ev["type"] = "exit";
+                  emit(ev);
+                }
+                w.EndStream();
+              })));
+
+  // Files: raw bytes in and out; JSON for listings and metadata operations.
+  auto fenced = [this, &mgr](const Principal& who, const Request& req, ResponseWriter& w,
+                             const std::function<Status(runtime::Runtime&)>& op) -> bool {
+    auto version = LeaseVersion(req);
+    if (!version.ok()) {
+      SendStatus(w, version.status());
+      return false;
+    }
+    Status st = mgr.WithFence(who, req.Param("id"), *version, op);
+    if (!st.ok()) {
+      SendStatus(w, st);
+      return false;
+    }
+    return true;
+  };
+  const uint64_t max_upload = mgr.config().server.max_upload_bytes;
+  PADDOCK_RETURN_IF_ERROR(s.Route(
+      "PUT", "/v1/sandboxes/{id}/files/{path*}",
+      WithAuth([fenced, max_upload](const Principal& who, const Request& req, ResponseWriter& w) {
+        uint32_t mode = 0644;
+        if (auto m = req.Query("mode")) {
+          try {
+            mode = static_cast<uint32_t>(std::stoul(*m, nullptr, 8)) & 0777;
+          } catch (...) {
+            return SendStatus(w, InvalidArgument("mode: must be octal"));
+          }
+        }
+        const std::string path = "/" + req.Param("path");
+        if (fenced(who, req, w, [&](runtime::Runtime& rt) {
+              bool sent = false;
+              return rt.WriteFile(req.Param("id"), path, mode, max_upload,
+                                  [&]() -> Result<std::string> {
+                                    if (sent) return std::string();
+                                    sent = true;
+                                    return req.body;
+                                  });
+            }))
+          w.Send(JsonResponse(201, {{"path", path}, {"size", req.body.size()}}));
+      }),
+      RouteOptions{max_upload, std::chrono::milliseconds(300'000)}));
+
+  PADDOCK_RETURN_IF_ERROR(s.Route(
+      "GET", "/v1/sandboxes/{id}/files/{path*}",
+      WithAuth([fenced, max_upload](const Principal& who, const Request& req, ResponseWriter& w) {
+        std::string data;
+        const std::string path = "/" + req.Param("path");
+        if (fenced(who, req, w, [&](runtime::Runtime& rt) {
+              return rt.ReadFile(req.Param("id"), path, max_upload, [&](std::string_view c) {
+                data.append(c);
+                return Status::Ok();
+              });
+            }))
+          w.Send(Response{200, "application/octet-stream", std::move(data), {}});
+      })));
+
+  PADDOCK_RETURN_IF_ERROR(
+      s.Route("DELETE", "/v1/sandboxes/{id}/files/{path*}",
+              WithAuth([fenced](const Principal& who, const Request& req, ResponseWriter& w) {
+                const bool recursive = req.Query("recursive").value_or("") == "true";
+                if (fenced(who, req, w, [&](runtime::Runtime& rt) {
+                      return rt.Remove(req.Param("id"), "/" + req.Param("path"), recursive);
+                    }))
+                  w.Send(Response{204, "application/json", "", {}});
+              })));
+
+  PADDOCK_RETURN_IF_ERROR(
+      s.Route("POST", "/v1/sandboxes/{id}/fs/{op}",
+              WithAuth([fenced](const Principal& who, const Request& req, ResponseWriter& w) {
+                auto body = ParseBody(req);
+                if (!body.ok()) return SendStatus(w, body.status());
+                auto path = OptString(*body, "path");
+                if (!path.ok()) return SendStatus(w, path.status());
+                const std::string op = req.Param("op");
+                const std::string id = req.Param("id");
+                json result = json::object();
+                // Declared here: the operation below runs after this block, inside fenced().
+                std::optional<std::string> from, to;
+                uint32_t mode = 0;
+                std::function<Status(runtime::Runtime&)> fn;
+                if (op == "list" || op == "stat" || op == "mkdir" || op == "chmod") {
+                  if (!*path) return SendStatus(w, InvalidArgument("path: required"));
+                }
+                if (op == "list") {
+                  fn = [&](runtime::Runtime& rt) {
+                    PADDOCK_ASSIGN_OR_RETURN(auto entries, rt.ListDir(id, **path));
+                    result["items"] = json::array();
+                    for (const auto& e : entries) result["items"].push_back(FileStatJson(e));
+                    return Status::Ok();
+                  };
+                } else if (op == "stat") {
+                  fn = [&](runtime::Runtime& rt) {
+                    PADDOCK_ASSIGN_OR_RETURN(auto st, rt.Stat(id, **path));
+                    result = FileStatJson(st);
+                    return Status::Ok();
+                  };
+                } else if (op == "mkdir") {
+                  fn = [&](runtime::Runtime& rt) { return rt.MakeDirs(id, **path, 0755); };
+                } else if (op == "chmod") {
+                  auto m = OptInt(*body, "mode", 0, 07777);
+                  if (!m.ok()) return SendStatus(w, m.status());
+                  if (!*m) return SendStatus(w, InvalidArgument("mode: required"));
+                  mode = static_cast<uint32_t>(**m);
+                  fn = [&](runtime::Runtime& rt) { return rt.Chmod(id, **path, mode); };
+                } else if (op == "move") {
+                  auto f = OptString(*body, "from");
+                  auto t = OptString(*body, "to");
+                  if (!f.ok()) return SendStatus(w, f.status());
+                  if (!t.ok()) return SendStatus(w, t.status());
+                  if (!*f || !*t) return SendStatus(w, InvalidArgument("from/to: required"));
+                  from = **f;
+                  to = **t;
+                  fn = [&](runtime::Runtime& rt) { return rt.Rename(id, *from, *to); };
+                } else {
+                  return SendStatus(w, NotFound("fs operation '" + op + "' does not exist"));
+                }
+                if (fenced(who, req, w, fn)) w.Send(JsonResponse(200, result));
+              })));
+
+  for (const char* verb : {"pause", "resume"}) {
+    const bool pause = std::string(verb) == "pause";
+    PADDOCK_RETURN_IF_ERROR(s.Route(
+        "POST", std::string("/v1/sandboxes/{id}/") + verb,
+        WithAuth([this, &mgr, pause](const Principal& who, const Request& req, ResponseWriter& w) {
+          auto version = LeaseVersion(req);
+          if (!version.ok()) return SendStatus(w, version.status());
+          Status st = pause ? mgr.Pause(who, req.Param("id"), *version, req.request_id)
+                            : mgr.Resume(who, req.Param("id"), *version, req.request_id);
+          if (!st.ok()) return SendStatus(w, st);
+          auto rec = mgr.Get(who, req.Param("id"));
+          if (!rec.ok()) return SendStatus(w, rec.status());
+          w.Send(JsonResponse(200, SandboxJson(*rec)));
+        })));
+  }
+
+  PADDOCK_RETURN_IF_ERROR(
+      s.Route("GET", "/v1/sandboxes/{id}/events",
+              WithAuth([&mgr](const Principal& who, const Request& req, ResponseWriter& w) {
+                int limit = 100;
+                int64_t after = 0;
+                try {
+                  if (auto l = req.Query("limit")) limit = std::stoi(*l);
+                  if (auto a = req.Query("after")) after = std::stoll(*a);
+                } catch (...) {
+                  return SendStatus(w, InvalidArgument("limit/after: must be integers"));
+                }
+                auto events = mgr.Events(who, req.Param("id"), limit, after);
+                if (!events.ok()) return SendStatus(w, events.status());
+                json items = json::array();
+                for (const auto& e : *events) {
+                  items.push_back({{"event_id", e.event_id},
+                                   {"type", e.event_type},
+                                   {"old_state", e.old_state},
+                                   {"new_state", e.new_state},
+                                   {"reason", e.reason},
+                                   {"request_id", e.request_id},
+                                   {"time_ms", e.timestamp}});
+                }
+                w.Send(JsonResponse(200, {{"items", items}}));
+              })));
+  return Status::Ok();
+}
+
+}  // namespace
+
+struct SandboxApi::Impl {
+  explicit Impl(const ApiContext& ctx) : api(ctx) {}
+  Api api;
+};
+
+SandboxApi::SandboxApi() = default;
+SandboxApi::~SandboxApi() = default;
+
+Result<std::unique_ptr<SandboxApi>> SandboxApi::Create(const ApiContext& ctx) {
+  std::unique_ptr<SandboxApi> api(new SandboxApi());
+  api->impl_ = std::make_unique<Impl>(ctx);
+  PADDOCK_RETURN_IF_ERROR(api->impl_->api.Register());
+  return api;
+}
+
+}  // namespace paddock::api

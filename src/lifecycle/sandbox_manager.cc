@@ -1,0 +1,524 @@
+#include "lifecycle/sandbox_manager.h"
+
+#include <spdlog/spdlog.h>
+
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "common/random.h"
+
+namespace paddock::lifecycle {
+
+namespace {
+
+using registry::SandboxRecord;
+
+SandboxState StateOf(const SandboxRecord& rec) {
+  auto s = ParseState(rec.state);
+  // A row written by this code always parses; treat garbage as Lost so the reconciler acts.
+  return s.ok() ? *s : SandboxState::kLost;
+}
+
+bool IsLeasedState(SandboxState s) {
+  return s == SandboxState::kLeased || s == SandboxState::kIdle || s == SandboxState::kRunning;
+}
+
+// States in which the sandbox has (or should have) a runtime object.
+bool HasRuntimeObject(SandboxState s) {
+  switch (s) {
+    case SandboxState::kProvisioning:
+    case SandboxState::kLocking:
+    case SandboxState::kReady:
+    case SandboxState::kLeased:
+    case SandboxState::kRunning:
+    case SandboxState::kIdle:
+    case SandboxState::kReuseChecking:
+    case SandboxState::kRecycling:
+    case SandboxState::kSanitizing:
+    case SandboxState::kHibernating:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+Result<RecycleMode> ParseRecycleMode(std::string_view name) {
+  if (name == "keep") return RecycleMode::kKeep;
+  if (name == "soft") return RecycleMode::kSoft;
+  if (name == "destroy") return RecycleMode::kDestroy;
+  return InvalidArgument("recycle: must be one of keep, soft, destroy");
+}
+
+SandboxManager::SandboxManager(registry::Store& store, runtime::Runtime& runtime,
+                               PaddockConfig config, const Clock& clock)
+    : store_(store), runtime_(runtime), config_(std::move(config)), clock_(clock) {}
+
+SandboxManager::~SandboxManager() { StopBackground(); }
+
+std::mutex& SandboxManager::LockFor(const std::string& id) {
+  return locks_[std::hash<std::string>{}(id) % locks_.size()];
+}
+
+Result<SandboxRecord> SandboxManager::Load(const Principal& who, const std::string& id) {
+  auto rec = store_.GetSandbox(id);
+  if (!rec.ok()) {
+    if (rec.status().code() == StatusCode::kNotFound)
+      return NotFound("sandbox " + id + " not found");
+    return rec.status();
+  }
+  // Another tenant's sandbox is indistinguishable from a missing one.
+  if (!who.admin && rec->tenant_id != who.tenant_id)
+    return NotFound("sandbox " + id + " not found");
+  return rec;
+}
+
+Status SandboxManager::Transition(SandboxRecord& rec, SandboxState to, const std::string& reason,
+                                  const std::string& request_id) {
+  const SandboxState from = StateOf(rec);
+  PADDOCK_RETURN_IF_ERROR(CheckTransition(from, to));
+  registry::EventRecord ev;
+  ev.event_type = TransitionTrigger(from, to);
+  ev.reason = reason;
+  ev.request_id = request_id;
+  ev.timestamp = clock_.NowMs();
+  PADDOCK_ASSIGN_OR_RETURN(int64_t version, store_.TransitionSandbox(rec.sandbox_id, rec.version,
+                                                                     StateName(to), reason, ev));
+  rec.version = version;
+  rec.state = StateName(to);
+  rec.state_reason = reason;
+  return Status::Ok();
+}
+
+runtime::SandboxSpec SandboxManager::SpecFor(const SandboxRecord& rec) const {
+  runtime::SandboxSpec spec;
+  spec.id = rec.sandbox_id;
+  spec.template_name = rec.template_id;
+  spec.limits.cpus = rec.cpus;
+  spec.limits.memory_bytes = static_cast<uint64_t>(rec.memory_mb) << 20;
+  spec.limits.disk_bytes = static_cast<uint64_t>(rec.disk_mb) << 20;
+  spec.limits.pids = static_cast<uint64_t>(rec.pids);
+  if (const ResourceClass* cls = config_.FindClass(rec.resource_class)) {
+    spec.limits.tmp_bytes = std::min<uint64_t>(cls->tmp_bytes, spec.limits.memory_bytes);
+  }
+  auto env = nlohmann::json::parse(rec.env, nullptr, false);
+  if (env.is_object()) {
+    for (auto& [k, v] : env.items()) {
+      if (v.is_string()) spec.env.push_back(k + "=" + v.get<std::string>());
+    }
+  }
+  return spec;
+}
+
+Result<SandboxRecord> SandboxManager::Create(const Principal& who, const CreateSandboxRequest& req,
+                                             const std::string& request_id) {
+  if (who.tenant_id.empty()) return PermissionDenied("a tenant is required to create sandboxes");
+  if (config_.resource_classes.empty()) return FailedPrecondition("no resource classes configured");
+  const ResourceClass* cls = req.resource_class.empty() ? &config_.resource_classes.front()
+                                                        : config_.FindClass(req.resource_class);
+  if (!cls) return InvalidArgument("class: unknown resource class '" + req.resource_class + "'");
+  // Explicit resources may ask for less than the class, never more: the class is what the
+  // policy allows.
+  const double cpus = req.cpus.value_or(cls->cpus);
+  const uint64_t memory = req.memory_bytes.value_or(cls->memory_bytes);
+  const uint64_t disk = req.disk_bytes.value_or(cls->disk_bytes);
+  const uint32_t pids = req.pids.value_or(cls->pids);
+  if (!(cpus > 0) || cpus > cls->cpus)
+    return InvalidArgument("resources.cpus: must be in (0, " + std::to_string(cls->cpus) +
+                           "] for class " + cls->name);
+  if (memory < (64ull << 20) || memory > cls->memory_bytes)
+    return InvalidArgument("resources.memory: must be between 64 MiB and the class limit (" +
+                           std::to_string(cls->memory_bytes >> 20) + " MiB)");
+  if (disk < (16ull << 20) || disk > cls->disk_bytes)
+    return InvalidArgument("resources.disk: must be between 16 MiB and the class limit (" +
+                           std::to_string(cls->disk_bytes >> 20) + " MiB)");
+  if (pids < 16 || pids > cls->pids)
+    return InvalidArgument("resources.pids: must be between 16 and " + std::to_string(cls->pids));
+  const int64_t ttl = req.ttl_ms.value_or(config_.lifecycle.default_ttl.count());
+  const int64_t idle = req.idle_timeout_ms.value_or(config_.lifecycle.default_idle_timeout.count());
+  if (ttl < 0) return InvalidArgument("ttl_seconds: must be >= 0");
+  if (idle < 0) return InvalidArgument("idle_timeout_seconds: must be >= 0");
+
+  const int64_t now = clock_.NowMs();
+  SandboxRecord rec;
+  rec.sandbox_id = "sb-" + RandomHex(8);
+  rec.tenant_id = who.tenant_id;
+  rec.user_id = req.user_id;
+  rec.session_id = req.session_id;
+  rec.runtime_provider = cls->runtime;
+  rec.runtime_instance_id = rec.sandbox_id;
+  rec.resource_class = cls->name;
+  rec.template_id = req.template_name.empty() ? cls->template_name : req.template_name;
+  rec.cpus = cpus;
+  rec.memory_mb = static_cast<int64_t>(memory >> 20);
+  rec.disk_mb = static_cast<int64_t>(disk >> 20);
+  rec.pids = pids;
+  rec.state = StateName(SandboxState::kRequested);
+  rec.created_at = rec.last_active_at = now;
+  rec.expires_at = ttl > 0 ? now + ttl : 0;
+  rec.idle_timeout_ms = idle;
+  rec.expiry_action = ExpiryActionName(config_.lifecycle.expiry_action);
+  rec.metadata = req.metadata_json.empty() ? "{}" : req.metadata_json;
+  nlohmann::json env = nlohmann::json::object();
+  for (const auto& [k, v] : req.env) env[k] = v;
+  rec.env = env.dump();
+  PADDOCK_RETURN_IF_ERROR(store_.InsertSandbox(rec));
+  PADDOCK_ASSIGN_OR_RETURN(rec, store_.GetSandbox(rec.sandbox_id));
+
+  std::lock_guard lock(LockFor(rec.sandbox_id));
+  PADDOCK_RETURN_IF_ERROR(Transition(rec, SandboxState::kProvisioning, "create", request_id));
+  auto created = runtime_.Create(SpecFor(rec));
+  if (!created.ok()) {
+    (void)Transition(rec, SandboxState::kFailed, created.status().message(), request_id);
+    return created.status();
+  }
+  PADDOCK_RETURN_IF_ERROR(Transition(rec, SandboxState::kReady, "provisioned", request_id));
+  return rec;
+}
+
+Result<SandboxRecord> SandboxManager::Get(const Principal& who, const std::string& id) {
+  return Load(who, id);
+}
+
+Result<registry::SandboxPage> SandboxManager::List(const Principal& who,
+                                                   registry::SandboxFilter filter, int limit,
+                                                   const std::string& after_id) {
+  if (!who.admin) filter.tenant_id = who.tenant_id;
+  if (limit < 1 || limit > 1000) return InvalidArgument("limit: must be between 1 and 1000");
+  if (!after_id.empty()) {
+    // Paging after another tenant's id would reveal that it exists.
+    auto anchor = Load(who, after_id);
+    if (!anchor.ok()) return InvalidArgument("after: unknown sandbox id");
+  }
+  return store_.ListSandboxes(filter, limit, after_id);
+}
+
+Status SandboxManager::HardDestroy(SandboxRecord& rec, const std::string& reason,
+                                   const std::string& request_id) {
+  const SandboxState s = StateOf(rec);
+  if (IsTerminal(s)) return Status::Ok();
+  PADDOCK_RETURN_IF_ERROR(runtime_.Destroy(rec.sandbox_id));
+  // A lease dies with its sandbox: a holder coming back gets kConflict from the fence.
+  if (auto lease = store_.GetLease(rec.sandbox_id); lease.ok() && lease->released_at == 0) {
+    (void)store_.ReleaseLease(rec.sandbox_id, lease->lease_version, clock_.NowMs());
+    PADDOCK_ASSIGN_OR_RETURN(rec, store_.GetSandbox(rec.sandbox_id));
+  }
+  {
+    std::lock_guard lock(activity_mu_);
+    activity_.erase(rec.sandbox_id);
+  }
+  return Transition(rec, SandboxState::kTerminated, reason, request_id);
+}
+
+Status SandboxManager::Destroy(const Principal& who, const std::string& id,
+                               const std::string& reason, const std::string& request_id) {
+  PADDOCK_ASSIGN_OR_RETURN(SandboxRecord rec, Load(who, id));
+  std::lock_guard lock(LockFor(id));
+  PADDOCK_ASSIGN_OR_RETURN(rec, store_.GetSandbox(id));
+  return HardDestroy(rec, reason, request_id);
+}
+
+Result<registry::LeaseRecord> SandboxManager::AcquireLease(const Principal& who,
+                                                           const std::string& id,
+                                                           const std::string& owner, int64_t ttl_ms,
+                                                           const std::string& request_id) {
+  if (owner.empty() || owner.size() > 200) return InvalidArgument("owner: 1 to 200 characters");
+  if (ttl_ms == 0) ttl_ms = config_.leases.default_ttl.count();
+  if (ttl_ms < 1000 || ttl_ms > config_.leases.max_ttl.count())
+    return InvalidArgument("ttl_seconds: must be between 1 and " +
+                           std::to_string(config_.leases.max_ttl.count() / 1000));
+  PADDOCK_ASSIGN_OR_RETURN(SandboxRecord rec, Load(who, id));
+  std::lock_guard lock(LockFor(id));
+  PADDOCK_ASSIGN_OR_RETURN(rec, store_.GetSandbox(id));
+  if (StateOf(rec) != SandboxState::kReady)
+    return Status(StatusCode::kConflict, "sandbox " + id + " is " + rec.state + ", not ready");
+  // Locking is where identity, credentials and policy get bound (POOL-3); the lease row is the
+  // fencing token. Both happen under the per-sandbox lock, and the registry's own check makes
+  // a second acquirer (in another process) fail even so.
+  PADDOCK_RETURN_IF_ERROR(Transition(rec, SandboxState::kLocking, "lease:" + owner, request_id));
+  auto lease = store_.AcquireLease(id, owner, ttl_ms, clock_.NowMs());
+  if (!lease.ok()) {
+    if (auto fresh = store_.GetSandbox(id); fresh.ok()) {
+      rec = *fresh;
+      (void)Transition(rec, SandboxState::kReady, "lease refused", request_id);
+    }
+    return lease.status();
+  }
+  PADDOCK_ASSIGN_OR_RETURN(rec, store_.GetSandbox(id));
+  PADDOCK_RETURN_IF_ERROR(Transition(rec, SandboxState::kLeased,
+                                     "lease_version=" + std::to_string(lease->lease_version),
+                                     request_id));
+  MarkActive(id);
+  return lease;
+}
+
+Result<int64_t> SandboxManager::RenewLease(const Principal& who, const std::string& id,
+                                           int64_t lease_version, int64_t ttl_ms) {
+  if (ttl_ms == 0) ttl_ms = config_.leases.default_ttl.count();
+  if (ttl_ms < 1000 || ttl_ms > config_.leases.max_ttl.count())
+    return InvalidArgument("ttl_seconds: must be between 1 and " +
+                           std::to_string(config_.leases.max_ttl.count() / 1000));
+  PADDOCK_ASSIGN_OR_RETURN(SandboxRecord rec, Load(who, id));
+  return store_.RenewLease(id, lease_version, ttl_ms, clock_.NowMs());
+}
+
+Status SandboxManager::Recycle(SandboxRecord& rec, RecycleMode mode, const std::string& reason,
+                               const std::string& request_id) {
+  if (StateOf(rec) == SandboxState::kHibernating) {
+    PADDOCK_RETURN_IF_ERROR(runtime_.Resume(rec.sandbox_id));
+  }
+  PADDOCK_RETURN_IF_ERROR(Transition(rec, SandboxState::kRecycling, reason, request_id));
+  if (mode == RecycleMode::kDestroy || rec.tainted) {
+    return HardDestroy(rec, reason, request_id);
+  }
+  PADDOCK_RETURN_IF_ERROR(Transition(rec, SandboxState::kSanitizing, reason, request_id));
+  if (mode == RecycleMode::kSoft) {
+    // Level 1: the same sandbox identity on a fresh writable layer with no processes left. A
+    // new runtime object is the only reset that provably leaves nothing of the last holder.
+    Status st = runtime_.Destroy(rec.sandbox_id);
+    if (st.ok()) st = runtime_.Create(SpecFor(rec)).status();
+    if (!st.ok()) {
+      (void)Transition(rec, SandboxState::kFailed, "soft reset: " + st.message(), request_id);
+      (void)runtime_.Destroy(rec.sandbox_id);
+      return st;
+    }
+  }
+  return Transition(rec, SandboxState::kReady, mode == RecycleMode::kSoft ? "soft reset" : "kept",
+                    request_id);
+}
+
+Status SandboxManager::ReleaseLease(const Principal& who, const std::string& id,
+                                    int64_t lease_version, RecycleMode mode,
+                                    const std::string& request_id) {
+  PADDOCK_ASSIGN_OR_RETURN(SandboxRecord rec, Load(who, id));
+  std::lock_guard lock(LockFor(id));
+  PADDOCK_RETURN_IF_ERROR(store_.ReleaseLease(id, lease_version, clock_.NowMs()));
+  PADDOCK_ASSIGN_OR_RETURN(rec, store_.GetSandbox(id));
+  return Recycle(rec, mode, "release lease_version=" + std::to_string(lease_version), request_id);
+}
+
+Status SandboxManager::Fence(const SandboxRecord& rec, int64_t lease_version) {
+  if (lease_version <= 0)
+    return Status(StatusCode::kConflict, "lease_version: a current lease is required");
+  return store_.CheckLease(rec.sandbox_id, lease_version, clock_.NowMs());
+}
+
+Result<runtime::ExecResult> SandboxManager::Exec(const Principal& who, const std::string& id,
+                                                 int64_t lease_version, runtime::ExecRequest req,
+                                                 const runtime::ExecCallbacks& cb) {
+  PADDOCK_ASSIGN_OR_RETURN(SandboxRecord rec, Load(who, id));
+  PADDOCK_RETURN_IF_ERROR(Fence(rec, lease_version));
+  if (!IsLeasedState(StateOf(rec)))
+    return FailedPrecondition("sandbox " + id + " is " + rec.state + ": cannot run commands");
+  if (req.timeout.count() == 0) req.timeout = config_.exec.default_timeout;
+  if (req.timeout > config_.exec.max_timeout)
+    return InvalidArgument("timeout_seconds: at most " +
+                           std::to_string(config_.exec.max_timeout.count() / 1000));
+  if (req.output_cap_bytes == 0 || req.output_cap_bytes > config_.exec.output_cap_bytes)
+    req.output_cap_bytes = config_.exec.output_cap_bytes;
+  // Execs do not write Running/Leased transitions: that would put two registry writes on every
+  // command's path. Activity is kept in memory for the idle timeout instead.
+  MarkActive(id);
+  auto r = runtime_.Exec(id, req, cb);
+  MarkActive(id);
+  return r;
+}
+
+Status SandboxManager::WithFence(const Principal& who, const std::string& id, int64_t lease_version,
+                                 const std::function<Status(runtime::Runtime&)>& op) {
+  PADDOCK_ASSIGN_OR_RETURN(SandboxRecord rec, Load(who, id));
+  PADDOCK_RETURN_IF_ERROR(Fence(rec, lease_version));
+  if (!IsLeasedState(StateOf(rec))) return FailedPrecondition("sandbox " + id + " is " + rec.state);
+  MarkActive(id);
+  return op(runtime_);
+}
+
+Status SandboxManager::Pause(const Principal& who, const std::string& id, int64_t lease_version,
+                             const std::string& request_id) {
+  PADDOCK_ASSIGN_OR_RETURN(SandboxRecord rec, Load(who, id));
+  std::lock_guard lock(LockFor(id));
+  PADDOCK_ASSIGN_OR_RETURN(rec, store_.GetSandbox(id));
+  PADDOCK_RETURN_IF_ERROR(Fence(rec, lease_version));
+  PADDOCK_RETURN_IF_ERROR(CheckTransition(StateOf(rec), SandboxState::kHibernating));
+  PADDOCK_RETURN_IF_ERROR(runtime_.Pause(id));
+  return Transition(rec, SandboxState::kHibernating, "pause", request_id);
+}
+
+Status SandboxManager::Resume(const Principal& who, const std::string& id, int64_t lease_version,
+                              const std::string& request_id) {
+  PADDOCK_ASSIGN_OR_RETURN(SandboxRecord rec, Load(who, id));
+  std::lock_guard lock(LockFor(id));
+  PADDOCK_ASSIGN_OR_RETURN(rec, store_.GetSandbox(id));
+  PADDOCK_RETURN_IF_ERROR(Fence(rec, lease_version));
+  PADDOCK_RETURN_IF_ERROR(CheckTransition(StateOf(rec), SandboxState::kLeased));
+  PADDOCK_RETURN_IF_ERROR(runtime_.Resume(id));
+  MarkActive(id);
+  return Transition(rec, SandboxState::kLeased, "resume", request_id);
+}
+
+Result<std::vector<registry::EventRecord>> SandboxManager::Events(const Principal& who,
+                                                                  const std::string& id, int limit,
+                                                                  int64_t after_event_id) {
+  PADDOCK_ASSIGN_OR_RETURN(SandboxRecord rec, Load(who, id));
+  if (limit < 1 || limit > 1000) return InvalidArgument("limit: must be between 1 and 1000");
+  return store_.ListEvents(id, limit, after_event_id);
+}
+
+void SandboxManager::MarkActive(const std::string& id) {
+  std::lock_guard lock(activity_mu_);
+  activity_[id] = clock_.NowMs();
+}
+
+int64_t SandboxManager::LastActive(const SandboxRecord& rec) {
+  std::lock_guard lock(activity_mu_);
+  auto it = activity_.find(rec.sandbox_id);
+  return it == activity_.end() ? rec.last_active_at : std::max(it->second, rec.last_active_at);
+}
+
+std::vector<SandboxRecord> SandboxManager::LiveRecords() {
+  std::vector<SandboxRecord> out;
+  std::string after;
+  while (true) {
+    auto page = store_.ListSandboxes(registry::SandboxFilter{}, 500, after);
+    if (!page.ok()) {
+      spdlog::warn("lifecycle: list sandboxes: {}", page.status().ToString());
+      break;
+    }
+    for (auto& r : page->records) {
+      if (!IsTerminal(StateOf(r))) out.push_back(std::move(r));
+    }
+    if (page->next_after_id.empty()) break;
+    after = page->next_after_id;
+  }
+  return out;
+}
+
+int SandboxManager::ExpireOnce() {
+  int acted = 0;
+  const int64_t now = clock_.NowMs();
+  // LS-2: a crashed holder's lease runs out and the sandbox goes back to its owner, reset to a
+  // clean state: a holder that vanished mid-work leaves unknown state behind.
+  if (auto expired = store_.ExpireLeases(now); expired.ok()) {
+    for (const auto& id : *expired) {
+      std::lock_guard lock(LockFor(id));
+      auto rec = store_.GetSandbox(id);
+      if (!rec.ok() || !IsLeasedState(StateOf(*rec))) continue;
+      Status st = Recycle(*rec, RecycleMode::kSoft, "lease expired", "");
+      if (!st.ok()) spdlog::warn("lifecycle: recycle {} after lease expiry: {}", id, st.ToString());
+      ++acted;
+    }
+  }
+  for (SandboxRecord& rec : LiveRecords()) {
+    const SandboxState s = StateOf(rec);
+    if (!HasRuntimeObject(s) || IsTransitional(s)) continue;
+    const bool ttl_hit = rec.expires_at > 0 && now >= rec.expires_at;
+    const bool idle_hit = rec.idle_timeout_ms > 0 && s != SandboxState::kHibernating &&
+                          now >= LastActive(rec) + rec.idle_timeout_ms;
+    if (!ttl_hit && !idle_hit) continue;
+    std::lock_guard lock(LockFor(rec.sandbox_id));
+    auto fresh = store_.GetSandbox(rec.sandbox_id);
+    if (!fresh.ok()) continue;
+    const std::string why = ttl_hit ? "ttl expired" : "idle timeout";
+    Status st;
+    // Pausing keeps memory but frees CPU; it only applies to a leased sandbox (a TTL ends
+    // everything else) and only once.
+    if (!ttl_hit && fresh->expiry_action == "pause" &&
+        CheckTransition(StateOf(*fresh), SandboxState::kHibernating).ok()) {
+      st = runtime_.Pause(fresh->sandbox_id);
+      if (st.ok()) st = Transition(*fresh, SandboxState::kHibernating, why, "");
+    } else {
+      st = HardDestroy(*fresh, why, "");
+    }
+    if (!st.ok()) spdlog::warn("lifecycle: expire {}: {}", rec.sandbox_id, st.ToString());
+    ++acted;
+  }
+  return acted;
+}
+
+int SandboxManager::ReconcileOnce() {
+  int repaired = 0;
+  std::set<std::string> live_in_runtime;
+  for (const auto& info : runtime_.List()) {
+    if (info.state != runtime::SandboxState::kDead) live_in_runtime.insert(info.id);
+  }
+  std::set<std::string> live_in_registry;
+  for (SandboxRecord& rec : LiveRecords()) {
+    live_in_registry.insert(rec.sandbox_id);
+    const SandboxState s = StateOf(rec);
+    std::lock_guard lock(LockFor(rec.sandbox_id));
+    auto fresh = store_.GetSandbox(rec.sandbox_id);
+    if (!fresh.ok() || StateOf(*fresh) != s) continue;  // changed under us: next pass
+    if (s == SandboxState::kRequested || s == SandboxState::kPlanning ||
+        s == SandboxState::kAllocating) {
+      // A create that never reached the runtime (the daemon died): nothing to clean up.
+      (void)Transition(*fresh, SandboxState::kFailed, "create interrupted", "");
+      ++repaired;
+      continue;
+    }
+    if (s == SandboxState::kLost) {
+      (void)runtime_.Destroy(fresh->sandbox_id);
+      (void)Transition(*fresh, SandboxState::kTerminated, "cleanup after lost", "");
+      ++repaired;
+      continue;
+    }
+    if (!HasRuntimeObject(s) || live_in_runtime.count(fresh->sandbox_id)) continue;
+    // LC-4: the registry says it lives, the runtime says it does not: Lost, release the lease
+    // so its holder is fenced off, remove leftovers, then Terminated.
+    Status st = Transition(*fresh, SandboxState::kLost, "runtime object gone", "");
+    if (!st.ok()) {
+      spdlog::warn("reconcile {}: {}", fresh->sandbox_id, st.ToString());
+      continue;
+    }
+    if (auto lease = store_.GetLease(fresh->sandbox_id); lease.ok() && lease->released_at == 0) {
+      (void)store_.ReleaseLease(fresh->sandbox_id, lease->lease_version, clock_.NowMs());
+    }
+    (void)runtime_.Destroy(fresh->sandbox_id);
+    if (auto again = store_.GetSandbox(fresh->sandbox_id); again.ok()) {
+      (void)Transition(*again, SandboxState::kTerminated, "cleanup after lost", "");
+    }
+    ++repaired;
+  }
+  // Runtime objects nobody has a live row for. Only dead ones (no process left: a crashed
+  // daemon's sandboxes, whose inits exit with it) or ones this registry knows as ended are
+  // removed; a live unknown sandbox belongs to another runtime on this host (a one-shot
+  // `paddockd sandbox run`) and is left alone.
+  for (const auto& obj : runtime_.ListHostObjects()) {
+    if (live_in_registry.count(obj.id)) continue;
+    bool ours_and_ended = false;
+    if (auto rec = store_.GetSandbox(obj.id); rec.ok()) ours_and_ended = IsTerminal(StateOf(*rec));
+    if (!obj.pids.empty() && !ours_and_ended) continue;
+    Status st = runtime_.Destroy(obj.id);
+    if (!st.ok()) spdlog::warn("reconcile: remove orphan {}: {}", obj.id, st.ToString());
+    ++repaired;
+  }
+  return repaired;
+}
+
+void SandboxManager::StartBackground(std::chrono::milliseconds interval) {
+  std::lock_guard lock(bg_mu_);
+  if (bg_thread_.joinable()) return;
+  bg_stop_ = false;
+  bg_thread_ = std::thread([this, interval] {
+    std::unique_lock lock(bg_mu_);
+    while (!bg_stop_) {
+      lock.unlock();
+      ReconcileOnce();
+      ExpireOnce();
+      lock.lock();
+      bg_cv_.wait_for(lock, interval, [this] { return bg_stop_; });
+    }
+  });
+}
+
+void SandboxManager::StopBackground() {
+  {
+    std::lock_guard lock(bg_mu_);
+    bg_stop_ = true;
+  }
+  bg_cv_.notify_all();
+  if (bg_thread_.joinable()) bg_thread_.join();
+}
+
+}  // namespace paddock::lifecycle

@@ -1,0 +1,147 @@
+// The lifecycle manager: the control plane's single owner of a sandbox's life (LC-1..4,
+// LS-1..3). Every change of state goes through the state machine and is recorded as an event
+// in the registry; every exec, file, pause and resume call is fenced by the lease version; a
+// background loop expires leases, TTLs and idle sandboxes and reconciles the registry with
+// what the runtime really has.
+//
+// The registry is the source of record; the runtime is the source of truth about what exists.
+// Operations on one sandbox that change its state are serialized (striped mutexes by id);
+// execs and file operations only read state and may run concurrently under one lease.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "common/clock.h"
+#include "common/config.h"
+#include "common/status.h"
+#include "lifecycle/state_machine.h"
+#include "registry/store.h"
+#include "runtime/runtime.h"
+
+namespace paddock::lifecycle {
+
+// Who is calling: a tenant (sees only its own sandboxes) or an admin (sees all).
+struct Principal {
+  std::string tenant_id;
+  bool admin = false;
+};
+
+struct CreateSandboxRequest {
+  std::string resource_class;  // "" = the first configured class
+  // Explicit resources, each within the class's limits (kInvalidArgument otherwise).
+  std::optional<double> cpus;
+  std::optional<uint64_t> memory_bytes;
+  std::optional<uint64_t> disk_bytes;
+  std::optional<uint32_t> pids;
+  std::string template_name;  // "" = the class's template
+  std::optional<int64_t> ttl_ms;
+  std::optional<int64_t> idle_timeout_ms;
+  std::map<std::string, std::string> env;
+  std::string metadata_json = "{}";
+  std::string session_id;
+  std::string user_id;
+};
+
+// What happens to a sandbox when its lease is released (LC-3).
+enum class RecycleMode {
+  kKeep,     // same tenant keeps it as it is (files and background processes) for a next lease
+  kSoft,     // level 1: fresh writable layer, no processes, same identity — for the same tenant
+  kDestroy,  // level 3: hard destroy
+};
+Result<RecycleMode> ParseRecycleMode(std::string_view name);
+
+class SandboxManager {
+ public:
+  SandboxManager(registry::Store& store, runtime::Runtime& runtime, PaddockConfig config,
+                 const Clock& clock);
+  ~SandboxManager();  // stops the background loop
+
+  // Creates and provisions a sandbox owned by the caller's tenant; returns it in state Ready.
+  Result<registry::SandboxRecord> Create(const Principal& who, const CreateSandboxRequest& req,
+                                         const std::string& request_id);
+  // kNotFound for unknown ids and for other tenants' sandboxes (no existence oracle).
+  Result<registry::SandboxRecord> Get(const Principal& who, const std::string& id);
+  Result<registry::SandboxPage> List(const Principal& who, registry::SandboxFilter filter,
+                                     int limit, const std::string& after_id);
+  // Hard destroy; idempotent (an already terminated sandbox is OK).
+  Status Destroy(const Principal& who, const std::string& id, const std::string& reason,
+                 const std::string& request_id);
+
+  // Leases. Acquire: exactly one of any number of concurrent callers wins; the others get
+  // kConflict. ttl_ms 0 = the configured default; above the maximum is kInvalidArgument.
+  Result<registry::LeaseRecord> AcquireLease(const Principal& who, const std::string& id,
+                                             const std::string& owner, int64_t ttl_ms,
+                                             const std::string& request_id);
+  Result<int64_t> RenewLease(const Principal& who, const std::string& id, int64_t lease_version,
+                             int64_t ttl_ms);
+  Status ReleaseLease(const Principal& who, const std::string& id, int64_t lease_version,
+                      RecycleMode mode, const std::string& request_id);
+
+  // Fenced operations: kConflict when lease_version is not the current, live lease (a stale
+  // holder is rejected even after it comes back), kFailedPrecondition when the sandbox is in a
+  // state that cannot serve them (e.g. paused).
+  Result<runtime::ExecResult> Exec(const Principal& who, const std::string& id,
+                                   int64_t lease_version, runtime::ExecRequest req,
+                                   const runtime::ExecCallbacks& cb);
+  // Checks the fence and runs `op` on the runtime (files API); marks the sandbox active.
+  Status WithFence(const Principal& who, const std::string& id, int64_t lease_version,
+                   const std::function<Status(runtime::Runtime&)>& op);
+  Status Pause(const Principal& who, const std::string& id, int64_t lease_version,
+               const std::string& request_id);
+  Status Resume(const Principal& who, const std::string& id, int64_t lease_version,
+                const std::string& request_id);
+
+  Result<std::vector<registry::EventRecord>> Events(const Principal& who, const std::string& id,
+                                                    int limit, int64_t after_event_id);
+
+  // One pass of lease expiry, TTL and idle expiry. Returns how many sandboxes it acted on.
+  int ExpireOnce();
+  // One reconciliation pass (LC-4). Returns how many rows/objects it repaired.
+  int ReconcileOnce();
+  // Runs ReconcileOnce + ExpireOnce every `interval` on a background thread.
+  void StartBackground(std::chrono::milliseconds interval);
+  void StopBackground();
+
+  const PaddockConfig& config() const { return config_; }
+
+ private:
+  std::mutex& LockFor(const std::string& id);
+  Result<registry::SandboxRecord> Load(const Principal& who, const std::string& id);
+  // Moves `rec` to `to` (checked against the state machine) and records the event; refreshes
+  // rec (state, version) on success.
+  Status Transition(registry::SandboxRecord& rec, SandboxState to, const std::string& reason,
+                    const std::string& request_id);
+  Status Fence(const registry::SandboxRecord& rec, int64_t lease_version);
+  runtime::SandboxSpec SpecFor(const registry::SandboxRecord& rec) const;
+  // Destroys the runtime object and moves the row to Terminated (via Recycling when leased).
+  Status HardDestroy(registry::SandboxRecord& rec, const std::string& reason,
+                     const std::string& request_id);
+  Status Recycle(registry::SandboxRecord& rec, RecycleMode mode, const std::string& reason,
+                 const std::string& request_id);
+  void MarkActive(const std::string& id);
+  int64_t LastActive(const registry::SandboxRecord& rec);
+  std::vector<registry::SandboxRecord> LiveRecords();
+
+  registry::Store& store_;
+  runtime::Runtime& runtime_;
+  const PaddockConfig config_;
+  const Clock& clock_;
+  std::array<std::mutex, 64> locks_;
+  std::mutex activity_mu_;
+  std::map<std::string, int64_t> activity_;  // last exec/file activity, newer than the registry
+
+  std::mutex bg_mu_;
+  std::condition_variable bg_cv_;
+  bool bg_stop_ = false;
+  std::thread bg_thread_;
+};
+
+}  // namespace paddock::lifecycle
