@@ -158,6 +158,17 @@ class Api {
     exec_latency_ = &m.GetHistogram(
         "paddock_exec_duration_seconds", "Wall time of exec calls through the API",
         {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60});
+    for (const auto& cls : ctx.manager->config().pools) {
+      m.GetGauge("paddock_pool_warm", "Warm (ready, unbound) sandboxes per pool",
+                 {{"class", cls.class_name}})
+          .SetCallback([store = ctx.store, name = cls.class_name] {
+            registry::SandboxFilter f;
+            f.pool = name;
+            f.state = "ready";
+            auto page = store->ListSandboxes(f, 1000, "");
+            return page.ok() ? static_cast<double>(page->records.size()) : 0.0;
+          });
+    }
     for (const char* state : {"ready", "leased", "hibernating", "provisioning", "failed", "lost"}) {
       m.GetGauge("paddock_sandboxes", "Sandboxes by state", {{"state", state}})
           .SetCallback([store = ctx.store, s = std::string(state)] {
@@ -277,6 +288,43 @@ Status Api::Register() {
                            {"runtime", c.runtime}});
         }
         w.Send(JsonResponse(200, {{"items", items}}));
+      })));
+
+  PADDOCK_RETURN_IF_ERROR(s.Route(
+      "GET", "/v1/pools", WithAuth([&mgr](const Principal&, const Request&, ResponseWriter& w) {
+        json items = json::array();
+        for (const auto& p : mgr.Pools()) {
+          items.push_back({{"class", p.resource_class},
+                           {"warm", p.warm},
+                           {"leased", p.leased},
+                           {"min", p.min},
+                           {"max", p.max},
+                           {"buffer", p.buffer}});
+        }
+        w.Send(JsonResponse(200, {{"items", items}}));
+      })));
+
+  PADDOCK_RETURN_IF_ERROR(s.Route(
+      "POST", "/v1/acquire",
+      WithAuth([this, &mgr](const Principal& who, const Request& req, ResponseWriter& w) {
+        auto body = ParseBody(req);
+        if (!body.ok()) return SendStatus(w, body.status());
+        auto cls = OptString(*body, "class", 64);
+        if (!cls.ok()) return SendStatus(w, cls.status());
+        if (!*cls) return SendStatus(w, InvalidArgument("class: required"));
+        auto owner = OptString(*body, "owner", 200);
+        if (!owner.ok()) return SendStatus(w, owner.status());
+        auto ttl = OptInt(*body, "ttl_seconds", 1, 86400);
+        if (!ttl.ok()) return SendStatus(w, ttl.status());
+        auto session = OptString(*body, "session_id", 128);
+        if (!session.ok()) return SendStatus(w, session.status());
+        auto got = mgr.AcquireFromPool(who, **cls, owner->value_or("api"), ttl->value_or(0) * 1000,
+                                       session->value_or(""), req.request_id);
+        LeaseOp("acquire_from_pool", got.status());
+        if (!got.ok()) return SendStatus(w, got.status());
+        w.Send(JsonResponse(201, {{"sandbox", SandboxJson(got->sandbox)},
+                                  {"lease", LeaseJson(got->lease)},
+                                  {"from_pool", got->from_pool}}));
       })));
 
   PADDOCK_RETURN_IF_ERROR(

@@ -164,6 +164,10 @@ Result<SandboxRecord> SandboxManager::Create(const Principal& who, const CreateS
   nlohmann::json env = nlohmann::json::object();
   for (const auto& [k, v] : req.env) env[k] = v;
   rec.env = env.dump();
+  return Provision(std::move(rec), request_id);
+}
+
+Result<SandboxRecord> SandboxManager::Provision(SandboxRecord rec, const std::string& request_id) {
   PADDOCK_RETURN_IF_ERROR(store_.InsertSandbox(rec));
   PADDOCK_ASSIGN_OR_RETURN(rec, store_.GetSandbox(rec.sandbox_id));
 
@@ -176,6 +180,125 @@ Result<SandboxRecord> SandboxManager::Create(const Principal& who, const CreateS
   }
   PADDOCK_RETURN_IF_ERROR(Transition(rec, SandboxState::kReady, "provisioned", request_id));
   return rec;
+}
+
+Result<SandboxManager::Acquired> SandboxManager::AcquireFromPool(
+    const Principal& who, const std::string& resource_class, const std::string& owner,
+    int64_t ttl_ms, const std::string& session_id, const std::string& request_id) {
+  if (who.tenant_id.empty()) return PermissionDenied("a tenant is required to acquire sandboxes");
+  const ResourceClass* cls = config_.FindClass(resource_class);
+  if (!cls) return InvalidArgument("class: unknown resource class '" + resource_class + "'");
+  const int64_t now = clock_.NowMs();
+  const int64_t ttl = config_.lifecycle.default_ttl.count();
+  Acquired out;
+  // Late binding (POOL-3): the warm sandbox gets its tenant, session and lifetime only now.
+  auto claimed =
+      store_.ClaimWarmSandbox(cls->name, who.tenant_id, session_id, ttl > 0 ? now + ttl : 0,
+                              config_.lifecycle.default_idle_timeout.count());
+  if (claimed.ok()) {
+    out.from_pool = true;
+    registry::EventRecord ev;
+    ev.sandbox_id = *claimed;
+    ev.event_type = "bind";
+    auto rec = store_.GetSandbox(*claimed);
+    if (rec.ok()) ev.old_state = ev.new_state = rec->state;
+    ev.reason = "warm sandbox bound to tenant " + who.tenant_id;
+    ev.request_id = request_id;
+    ev.timestamp = now;
+    (void)store_.AppendEvent(ev);
+    PADDOCK_ASSIGN_OR_RETURN(out.sandbox, store_.GetSandbox(*claimed));
+  } else if (claimed.status().code() == StatusCode::kNotFound) {
+    CreateSandboxRequest req;
+    req.resource_class = cls->name;
+    req.session_id = session_id;
+    PADDOCK_ASSIGN_OR_RETURN(out.sandbox, Create(who, req, request_id));
+  } else {
+    return claimed.status();
+  }
+  PADDOCK_ASSIGN_OR_RETURN(out.lease,
+                           AcquireLease(who, out.sandbox.sandbox_id, owner, ttl_ms, request_id));
+  PADDOCK_ASSIGN_OR_RETURN(out.sandbox, store_.GetSandbox(out.sandbox.sandbox_id));
+  return out;
+}
+
+int SandboxManager::CountInState(const registry::SandboxFilter& filter,
+                                 const std::function<bool(SandboxState)>& pred) {
+  int n = 0;
+  std::string after;
+  while (true) {
+    auto page = store_.ListSandboxes(filter, 500, after);
+    if (!page.ok()) break;
+    for (const auto& r : page->records) n += pred(StateOf(r)) ? 1 : 0;
+    if (page->next_after_id.empty()) break;
+    after = page->next_after_id;
+  }
+  return n;
+}
+
+std::vector<SandboxManager::PoolStatus> SandboxManager::Pools() {
+  std::vector<PoolStatus> out;
+  for (const auto& cls : config_.resource_classes) {
+    PoolStatus p;
+    p.resource_class = cls.name;
+    for (const auto& pc : config_.pools) {
+      if (pc.class_name == cls.name) {
+        p.min = pc.min;
+        p.max = pc.max;
+        p.buffer = pc.buffer;
+      }
+    }
+    registry::SandboxFilter warm;
+    warm.pool = cls.name;
+    p.warm = CountInState(warm, [](SandboxState s) { return s == SandboxState::kReady; });
+    registry::SandboxFilter of_class;
+    of_class.resource_class = cls.name;
+    p.leased = CountInState(of_class, IsLeasedState);
+    out.push_back(p);
+  }
+  return out;
+}
+
+int SandboxManager::RefillPoolsOnce() {
+  int created = 0;
+  for (const auto& pc : config_.pools) {
+    const ResourceClass* cls = config_.FindClass(pc.class_name);
+    if (!cls || pc.max == 0) continue;
+    registry::SandboxFilter warm_filter;
+    warm_filter.pool = cls->name;
+    // Members still provisioning count too, so a slow create is not started twice.
+    const int warm = CountInState(warm_filter, [](SandboxState s) {
+      return s == SandboxState::kReady || s == SandboxState::kProvisioning ||
+             s == SandboxState::kRequested;
+    });
+    const int target = static_cast<int>(std::min(pc.max, std::max(pc.min, pc.buffer)));
+    for (int i = warm; i < target; ++i) {
+      const int64_t now = clock_.NowMs();
+      SandboxRecord rec;
+      rec.sandbox_id = "sb-" + RandomHex(8);
+      rec.tenant_id = "";  // POOL-3: no identity until leased
+      rec.pool = cls->name;
+      rec.runtime_provider = cls->runtime;
+      rec.runtime_instance_id = rec.sandbox_id;
+      rec.resource_class = cls->name;
+      rec.template_id = cls->template_name;
+      rec.cpus = cls->cpus;
+      rec.memory_mb = static_cast<int64_t>(cls->memory_bytes >> 20);
+      rec.disk_mb = static_cast<int64_t>(cls->disk_bytes >> 20);
+      rec.pids = cls->pids;
+      rec.state = StateName(SandboxState::kRequested);
+      rec.created_at = rec.last_active_at = now;
+      rec.expires_at = 0;  // set when bound
+      rec.idle_timeout_ms = 0;
+      rec.expiry_action = ExpiryActionName(config_.lifecycle.expiry_action);
+      auto made = Provision(rec, "pool-refill");
+      if (!made.ok()) {
+        spdlog::warn("pool {}: refill: {}", cls->name, made.status().ToString());
+        break;
+      }
+      ++created;
+    }
+  }
+  return created;
 }
 
 Result<SandboxRecord> SandboxManager::Get(const Principal& who, const std::string& id) {
@@ -506,6 +629,7 @@ void SandboxManager::StartBackground(std::chrono::milliseconds interval) {
       lock.unlock();
       ReconcileOnce();
       ExpireOnce();
+      RefillPoolsOnce();
       lock.lock();
       bg_cv_.wait_for(lock, interval, [this] { return bg_stop_; });
     }

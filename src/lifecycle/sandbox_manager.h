@@ -99,6 +99,29 @@ class SandboxManager {
   Status Resume(const Principal& who, const std::string& id, int64_t lease_version,
                 const std::string& request_id);
 
+  // Warm pools (POOL-1..3). AcquireFromPool leases a warm sandbox of the class, binding it to
+  // the caller only now (tenant, session, TTL), or creates one when the pool is empty; either
+  // way the caller gets a Leased sandbox. A pool member never returns to its pool once leased:
+  // sharing across tenants would need a reset the recycler cannot prove (LC-3).
+  struct Acquired {
+    registry::SandboxRecord sandbox;
+    registry::LeaseRecord lease;
+    bool from_pool = false;
+  };
+  Result<Acquired> AcquireFromPool(const Principal& who, const std::string& resource_class,
+                                   const std::string& owner, int64_t ttl_ms,
+                                   const std::string& session_id, const std::string& request_id);
+  struct PoolStatus {
+    std::string resource_class;
+    int warm = 0;    // ready, unbound members
+    int leased = 0;  // sandboxes of the class under a lease, pool-born or not
+    uint32_t min = 0, max = 0, buffer = 0;
+  };
+  std::vector<PoolStatus> Pools();
+  // Creates warm sandboxes up to each pool's target (max(min, buffer), capped by max). Returns
+  // how many it created.
+  int RefillPoolsOnce();
+
   Result<std::vector<registry::EventRecord>> Events(const Principal& who, const std::string& id,
                                                     int limit, int64_t after_event_id);
 
@@ -120,6 +143,11 @@ class SandboxManager {
   Status Transition(registry::SandboxRecord& rec, SandboxState to, const std::string& reason,
                     const std::string& request_id);
   Status Fence(const registry::SandboxRecord& rec, int64_t lease_version);
+  // Inserts `rec` (state Requested) and provisions it to Ready.
+  Result<registry::SandboxRecord> Provision(registry::SandboxRecord rec,
+                                            const std::string& request_id);
+  int CountInState(const registry::SandboxFilter& filter,
+                   const std::function<bool(SandboxState)>& pred);
   runtime::SandboxSpec SpecFor(const registry::SandboxRecord& rec) const;
   // Destroys the runtime object and moves the row to Terminated (via Recycling when leased).
   Status HardDestroy(registry::SandboxRecord& rec, const std::string& reason,

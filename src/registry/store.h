@@ -195,6 +195,14 @@ class Store {
                                             const std::string& new_state, const std::string& reason,
                                             EventRecord event) = 0;
 
+  // POOL-3 late binding: atomically takes the oldest Ready sandbox of warm pool `pool` and binds
+  // it to the tenant (pool cleared, session, TTL and idle timeout set, version +1). Returns its
+  // id; kNotFound when the pool has no ready member. Concurrent claimers never get the same one.
+  virtual Result<std::string> ClaimWarmSandbox(const std::string& pool,
+                                               const std::string& tenant_id,
+                                               const std::string& session_id, int64_t expires_at,
+                                               int64_t idle_timeout_ms) = 0;
+
   // --- events --------------------------------------------------------------------------------
   // Appends an event; returns its event_id.
   virtual Result<int64_t> AppendEvent(const EventRecord& event) = 0;

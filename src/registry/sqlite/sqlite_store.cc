@@ -759,6 +759,34 @@ Result<int64_t> SqliteStore::UpdateSandbox(const SandboxRecord& r) {
   return new_version;
 }
 
+Result<std::string> SqliteStore::ClaimWarmSandbox(const std::string& pool,
+                                                  const std::string& tenant_id,
+                                                  const std::string& session_id, int64_t expires_at,
+                                                  int64_t idle_timeout_ms) {
+  const char* op = "claim warm sandbox";
+  if (pool.empty()) return InvalidArgument("claim warm sandbox: pool is required");
+  if (tenant_id.empty()) return InvalidArgument("claim warm sandbox: tenant_id is required");
+  std::lock_guard lock(mu_);
+  Txn txn(this);
+  PADDOCK_RETURN_IF_ERROR(txn.Begin(op));
+  std::string id;
+  {
+    PADDOCK_ASSIGN_OR_RETURN(
+        Stmt s, Prepare(op,
+                        "UPDATE sandbox_instance SET tenant_id = ?2, session_id = ?3, pool = '', "
+                        "expires_at = ?4, idle_timeout_ms = ?5, version = version + 1 "
+                        "WHERE sandbox_id = (SELECT sandbox_id FROM sandbox_instance "
+                        "WHERE pool = ?1 AND state = 'ready' "
+                        "ORDER BY created_at, sandbox_id LIMIT 1) RETURNING sandbox_id"));
+    PADDOCK_RETURN_IF_ERROR(s.Bind(pool, tenant_id, session_id, expires_at, idle_timeout_ms));
+    PADDOCK_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) return NotFound("claim warm sandbox: pool " + pool + " has no ready sandbox");
+    id = s.Text(0);
+  }
+  PADDOCK_RETURN_IF_ERROR(txn.Commit(op));
+  return id;
+}
+
 Result<int64_t> SqliteStore::TransitionSandbox(const std::string& sandbox_id,
                                                int64_t expected_version,
                                                const std::string& new_state,

@@ -52,6 +52,9 @@ class SqliteStore final : public Store {
   Result<SandboxRecord> GetSandbox(const std::string& sandbox_id) override;
   Result<SandboxPage> ListSandboxes(const SandboxFilter& filter, int limit,
                                     const std::string& after_id) override;
+  Result<std::string> ClaimWarmSandbox(const std::string& pool, const std::string& tenant_id,
+                                       const std::string& session_id, int64_t expires_at,
+                                       int64_t idle_timeout_ms) override;
   Result<int64_t> UpdateSandbox(const SandboxRecord& sandbox) override;
   Result<int64_t> TransitionSandbox(const std::string& sandbox_id, int64_t expected_version,
                                     const std::string& new_state, const std::string& reason,

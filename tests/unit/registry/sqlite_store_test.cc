@@ -743,3 +743,37 @@ TEST_F(SqliteStoreTest, AllocationsListNewestFirstPerTenant) {
 
 }  // namespace
 }  // namespace paddock::registry
+
+namespace paddock::registry {
+namespace {
+
+// POOL-3: a warm sandbox has no tenant until it is claimed, oldest first, exactly once.
+TEST_F(SqliteStoreTest, ClaimWarmSandboxBindsTheOldestReadyMemberOnce) {
+  for (int i = 0; i < 3; ++i) {
+    SandboxRecord r = Sandbox("warm-" + std::to_string(i), "", 1000 + i);
+    r.pool = "small";
+    if (i == 0) r.state = "provisioning";  // not ready yet: never handed out
+    Insert(r);
+  }
+  auto first = store_->ClaimWarmSandbox("small", "tenant-a", "s1", 9999, 600);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ(*first, "warm-1");
+  auto rec = store_->GetSandbox("warm-1");
+  ASSERT_TRUE(rec.ok());
+  EXPECT_EQ(rec->tenant_id, "tenant-a");
+  EXPECT_EQ(rec->session_id, "s1");
+  EXPECT_EQ(rec->pool, "");
+  EXPECT_EQ(rec->expires_at, 9999);
+  EXPECT_EQ(rec->idle_timeout_ms, 600);
+  EXPECT_EQ(rec->version, 2);
+  EXPECT_EQ(*store_->ClaimWarmSandbox("small", "tenant-b", "", 0, 0), "warm-2");
+  EXPECT_EQ(store_->ClaimWarmSandbox("small", "tenant-b", "", 0, 0).status().code(),
+            StatusCode::kNotFound);
+  EXPECT_EQ(store_->ClaimWarmSandbox("other", "tenant-b", "", 0, 0).status().code(),
+            StatusCode::kNotFound);
+  EXPECT_EQ(store_->ClaimWarmSandbox("small", "", "", 0, 0).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace paddock::registry
