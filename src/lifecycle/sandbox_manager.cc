@@ -562,10 +562,6 @@ int SandboxManager::ExpireOnce() {
 
 int SandboxManager::ReconcileOnce() {
   int repaired = 0;
-  std::set<std::string> live_in_runtime;
-  for (const auto& info : runtime_.List()) {
-    if (info.state != runtime::SandboxState::kDead) live_in_runtime.insert(info.id);
-  }
   std::set<std::string> live_in_registry;
   for (SandboxRecord& rec : LiveRecords()) {
     live_in_registry.insert(rec.sandbox_id);
@@ -586,7 +582,12 @@ int SandboxManager::ReconcileOnce() {
       ++repaired;
       continue;
     }
-    if (!HasRuntimeObject(s) || live_in_runtime.count(fresh->sandbox_id)) continue;
+    // Asked per sandbox under its lock, not from a snapshot: a soft reset replaces the runtime
+    // object under this lock, and a snapshot taken mid-reset would call a healthy sandbox lost.
+    if (!HasRuntimeObject(s)) continue;
+    if (auto info = runtime_.Get(fresh->sandbox_id);
+        info.ok() && info->state != runtime::SandboxState::kDead)
+      continue;
     // LC-4: the registry says it lives, the runtime says it does not: Lost, release the lease
     // so its holder is fenced off, remove leftovers, then Terminated.
     Status st = Transition(*fresh, SandboxState::kLost, "runtime object gone", "");
@@ -609,8 +610,10 @@ int SandboxManager::ReconcileOnce() {
   // `paddockd sandbox run`) and is left alone.
   for (const auto& obj : runtime_.ListHostObjects()) {
     if (live_in_registry.count(obj.id)) continue;
-    bool ours_and_ended = false;
-    if (auto rec = store_.GetSandbox(obj.id); rec.ok()) ours_and_ended = IsTerminal(StateOf(*rec));
+    auto rec = store_.GetSandbox(obj.id);
+    // Ours and live: created after the snapshot above (its cgroup may not have a task yet).
+    if (rec.ok() && !IsTerminal(StateOf(*rec))) continue;
+    const bool ours_and_ended = rec.ok();
     if (!obj.pids.empty() && !ours_and_ended) continue;
     Status st = runtime_.Destroy(obj.id);
     if (!st.ok()) spdlog::warn("reconcile: remove orphan {}: {}", obj.id, st.ToString());
