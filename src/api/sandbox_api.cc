@@ -125,6 +125,13 @@ json FileStatJson(const runtime::FileStat& s) {
   return j;
 }
 
+// The sandbox path of a /files/{path*} route (the route parameter has no leading slash).
+std::string FilePathParam(const Request& req) {
+  std::string path = "/";
+  path += req.Param("path");
+  return path;
+}
+
 Result<runtime::ExecRequest> ParseExec(const json& body) {
   runtime::ExecRequest req;
   if (body.contains("argv")) {
@@ -567,7 +574,7 @@ Status Api::Register() {
             return SendStatus(w, InvalidArgument("mode: must be octal"));
           }
         }
-        const std::string path = "/" + req.Param("path");
+        const std::string path = FilePathParam(req);
         if (fenced(who, req, w, [&](runtime::Runtime& rt) {
               bool sent = false;
               return rt.WriteFile(req.Param("id"), path, mode, max_upload,
@@ -585,7 +592,7 @@ Status Api::Register() {
       "GET", "/v1/sandboxes/{id}/files/{path*}",
       WithAuth([fenced, max_upload](const Principal& who, const Request& req, ResponseWriter& w) {
         std::string data;
-        const std::string path = "/" + req.Param("path");
+        const std::string path = FilePathParam(req);
         if (fenced(who, req, w, [&](runtime::Runtime& rt) {
               return rt.ReadFile(req.Param("id"), path, max_upload, [&](std::string_view c) {
                 data.append(c);
@@ -600,7 +607,7 @@ Status Api::Register() {
               WithAuth([fenced](const Principal& who, const Request& req, ResponseWriter& w) {
                 const bool recursive = req.Query("recursive").value_or("") == "true";
                 if (fenced(who, req, w, [&](runtime::Runtime& rt) {
-                      return rt.Remove(req.Param("id"), "/" + req.Param("path"), recursive);
+                      return rt.Remove(req.Param("id"), FilePathParam(req), recursive);
                     }))
                   w.Send(Response{204, "application/json", "", {}});
               })));
