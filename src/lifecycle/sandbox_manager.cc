@@ -168,11 +168,13 @@ Result<SandboxRecord> SandboxManager::Create(const Principal& who, const CreateS
 }
 
 Result<SandboxRecord> SandboxManager::Provision(SandboxRecord rec, const std::string& request_id) {
-  PADDOCK_RETURN_IF_ERROR(store_.InsertSandbox(rec));
-  PADDOCK_ASSIGN_OR_RETURN(rec, store_.GetSandbox(rec.sandbox_id));
-
   std::lock_guard lock(LockFor(rec.sandbox_id));
-  PADDOCK_RETURN_IF_ERROR(Transition(rec, SandboxState::kProvisioning, "create", request_id));
+  // The row and its first transition are one durable write; the runtime work comes after.
+  PADDOCK_RETURN_IF_ERROR(store_.RunInTransaction([&]() -> Status {
+    PADDOCK_RETURN_IF_ERROR(store_.InsertSandbox(rec));
+    PADDOCK_ASSIGN_OR_RETURN(rec, store_.GetSandbox(rec.sandbox_id));
+    return Transition(rec, SandboxState::kProvisioning, "create", request_id);
+  }));
   auto created = runtime_.Create(SpecFor(rec));
   if (!created.ok()) {
     (void)Transition(rec, SandboxState::kFailed, created.status().message(), request_id);
@@ -192,28 +194,33 @@ Result<SandboxManager::Acquired> SandboxManager::AcquireFromPool(
   const int64_t ttl = config_.lifecycle.default_ttl.count();
   Acquired out;
   // Late binding (POOL-3): the warm sandbox gets its tenant, session and lifetime only now.
-  auto claimed =
-      store_.ClaimWarmSandbox(cls->name, who.tenant_id, session_id, ttl > 0 ? now + ttl : 0,
-                              config_.lifecycle.default_idle_timeout.count());
-  if (claimed.ok()) {
-    out.from_pool = true;
+  // The claim and its event are one write; the lease follows under the sandbox's lock (a
+  // sandbox lock is never taken inside a registry transaction: the reverse order is the rule).
+  std::string claimed_id;
+  Status claimed = store_.RunInTransaction([&]() -> Status {
+    PADDOCK_ASSIGN_OR_RETURN(
+        claimed_id,
+        store_.ClaimWarmSandbox(cls->name, who.tenant_id, session_id, ttl > 0 ? now + ttl : 0,
+                                config_.lifecycle.default_idle_timeout.count()));
+    PADDOCK_ASSIGN_OR_RETURN(out.sandbox, store_.GetSandbox(claimed_id));
     registry::EventRecord ev;
-    ev.sandbox_id = *claimed;
+    ev.sandbox_id = claimed_id;
     ev.event_type = "bind";
-    auto rec = store_.GetSandbox(*claimed);
-    if (rec.ok()) ev.old_state = ev.new_state = rec->state;
+    ev.old_state = ev.new_state = out.sandbox.state;
     ev.reason = "warm sandbox bound to tenant " + who.tenant_id;
     ev.request_id = request_id;
     ev.timestamp = now;
-    (void)store_.AppendEvent(ev);
-    PADDOCK_ASSIGN_OR_RETURN(out.sandbox, store_.GetSandbox(*claimed));
-  } else if (claimed.status().code() == StatusCode::kNotFound) {
+    return store_.AppendEvent(ev).status();
+  });
+  if (claimed.ok()) {
+    out.from_pool = true;
+  } else if (claimed.code() == StatusCode::kNotFound) {
     CreateSandboxRequest req;
     req.resource_class = cls->name;
     req.session_id = session_id;
     PADDOCK_ASSIGN_OR_RETURN(out.sandbox, Create(who, req, request_id));
   } else {
-    return claimed.status();
+    return claimed;
   }
   PADDOCK_ASSIGN_OR_RETURN(out.lease,
                            AcquireLease(who, out.sandbox.sandbox_id, owner, ttl_ms, request_id));
@@ -358,21 +365,17 @@ Result<registry::LeaseRecord> SandboxManager::AcquireLease(const Principal& who,
   if (StateOf(rec) != SandboxState::kReady)
     return Status(StatusCode::kConflict, "sandbox " + id + " is " + rec.state + ", not ready");
   // Locking is where identity, credentials and policy get bound (POOL-3); the lease row is the
-  // fencing token. Both happen under the per-sandbox lock, and the registry's own check makes
-  // a second acquirer (in another process) fail even so.
-  PADDOCK_RETURN_IF_ERROR(Transition(rec, SandboxState::kLocking, "lease:" + owner, request_id));
-  auto lease = store_.AcquireLease(id, owner, ttl_ms, clock_.NowMs());
-  if (!lease.ok()) {
-    if (auto fresh = store_.GetSandbox(id); fresh.ok()) {
-      rec = *fresh;
-      (void)Transition(rec, SandboxState::kReady, "lease refused", request_id);
-    }
-    return lease.status();
-  }
-  PADDOCK_ASSIGN_OR_RETURN(rec, store_.GetSandbox(id));
-  PADDOCK_RETURN_IF_ERROR(Transition(rec, SandboxState::kLeased,
-                                     "lease_version=" + std::to_string(lease->lease_version),
-                                     request_id));
+  // fencing token. Ready -> Locking -> Leased and the lease row are one registry transaction
+  // (one durable write, every transition still recorded as an event): a refused lease leaves
+  // no trace, and the registry's own check makes a second acquirer in another process fail.
+  registry::LeaseRecord lease;
+  PADDOCK_RETURN_IF_ERROR(store_.RunInTransaction([&]() -> Status {
+    PADDOCK_RETURN_IF_ERROR(Transition(rec, SandboxState::kLocking, "lease:" + owner, request_id));
+    PADDOCK_ASSIGN_OR_RETURN(lease, store_.AcquireLease(id, owner, ttl_ms, clock_.NowMs()));
+    PADDOCK_ASSIGN_OR_RETURN(rec, store_.GetSandbox(id));
+    return Transition(rec, SandboxState::kLeased,
+                      "lease_version=" + std::to_string(lease.lease_version), request_id);
+  }));
   MarkActive(id);
   return lease;
 }
@@ -417,9 +420,21 @@ Status SandboxManager::ReleaseLease(const Principal& who, const std::string& id,
                                     const std::string& request_id) {
   PADDOCK_ASSIGN_OR_RETURN(SandboxRecord rec, Load(who, id));
   std::lock_guard lock(LockFor(id));
-  PADDOCK_RETURN_IF_ERROR(store_.ReleaseLease(id, lease_version, clock_.NowMs()));
-  PADDOCK_ASSIGN_OR_RETURN(rec, store_.GetSandbox(id));
-  return Recycle(rec, mode, "release lease_version=" + std::to_string(lease_version), request_id);
+  const std::string reason = "release lease_version=" + std::to_string(lease_version);
+  bool kept = false;
+  PADDOCK_RETURN_IF_ERROR(store_.RunInTransaction([&]() -> Status {
+    PADDOCK_RETURN_IF_ERROR(store_.ReleaseLease(id, lease_version, clock_.NowMs()));
+    PADDOCK_ASSIGN_OR_RETURN(rec, store_.GetSandbox(id));
+    if (mode != RecycleMode::kKeep || rec.tainted || StateOf(rec) == SandboxState::kHibernating)
+      return Status::Ok();
+    // Keeping needs no runtime work, so the whole release is one durable write.
+    kept = true;
+    PADDOCK_RETURN_IF_ERROR(Transition(rec, SandboxState::kRecycling, reason, request_id));
+    PADDOCK_RETURN_IF_ERROR(Transition(rec, SandboxState::kSanitizing, reason, request_id));
+    return Transition(rec, SandboxState::kReady, "kept", request_id);
+  }));
+  if (kept) return Status::Ok();
+  return Recycle(rec, mode, reason, request_id);
 }
 
 Status SandboxManager::Fence(const SandboxRecord& rec, int64_t lease_version) {

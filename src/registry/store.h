@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -156,6 +157,13 @@ class Store {
 
   // The schema version the store is at after migrations (highest applied migration).
   virtual int SchemaVersion() const = 0;
+
+  // Runs `body` as one atomic write transaction: the store calls `body` makes on this thread
+  // join it (a call's own transaction becomes a nested one that undoes only itself when it
+  // fails), and everything commits together — one durable write — when body returns OK, or
+  // rolls back when it fails. Other threads' calls wait meanwhile, so body must do registry
+  // work only (no runtime calls, no waiting).
+  virtual Status RunInTransaction(const std::function<Status()>& body) = 0;
 
   // --- tenants and API keys ----------------------------------------------------------------
   // Creates a tenant; kAlreadyExists if the id or name is taken.

@@ -269,32 +269,55 @@ class Statement {
 // BEGIN IMMEDIATE takes the database write lock at the start, so the reads inside the
 // transaction cannot be invalidated by another writer before our write (a DEFERRED transaction
 // would fail with SQLITE_BUSY_SNAPSHOT instead of waiting). Rolls back unless committed.
+//
+// Inside RunInTransaction a Txn is nested: it becomes a savepoint, so a failing inner
+// operation undoes only its own writes and the outer transaction decides about the rest.
+// Savepoints may share one name: RELEASE and ROLLBACK TO act on the innermost of that name.
 class SqliteStore::Txn {
  public:
   explicit Txn(SqliteStore* store) : store_(store) {}
   ~Txn() {
-    if (open_ && sqlite3_get_autocommit(store_->db_) == 0) {
+    if (!open_) return;
+    if (nested_) {
+      (void)store_->Exec("rollback savepoint", "ROLLBACK TO paddock_nested");
+      (void)store_->Exec("rollback savepoint", "RELEASE paddock_nested");
+    } else if (sqlite3_get_autocommit(store_->db_) == 0) {
       (void)store_->Exec("rollback", "ROLLBACK");
     }
+    --store_->txn_depth_;
   }
   Txn(const Txn&) = delete;
   Txn& operator=(const Txn&) = delete;
 
   Status Begin(const char* op) {
-    PADDOCK_RETURN_IF_ERROR(store_->Exec(op, "BEGIN IMMEDIATE"));
+    nested_ = store_->txn_depth_ > 0;
+    PADDOCK_RETURN_IF_ERROR(
+        store_->Exec(op, nested_ ? "SAVEPOINT paddock_nested" : "BEGIN IMMEDIATE"));
     open_ = true;
+    ++store_->txn_depth_;
     return Status::Ok();
   }
   Status Commit(const char* op) {
-    PADDOCK_RETURN_IF_ERROR(store_->Exec(op, "COMMIT"));
+    PADDOCK_RETURN_IF_ERROR(store_->Exec(op, nested_ ? "RELEASE paddock_nested" : "COMMIT"));
     open_ = false;
+    --store_->txn_depth_;
     return Status::Ok();
   }
 
  private:
   SqliteStore* store_;
   bool open_ = false;
+  bool nested_ = false;
 };
+
+Status SqliteStore::RunInTransaction(const std::function<Status()>& body) {
+  const char* op = "transaction";
+  std::lock_guard lock(mu_);
+  Txn txn(this);
+  PADDOCK_RETURN_IF_ERROR(txn.Begin(op));
+  PADDOCK_RETURN_IF_ERROR(body());
+  return txn.Commit(op);
+}
 
 namespace {
 

@@ -1,14 +1,17 @@
 // SQLite implementation of the registry Store: the embedded default (REG-2).
 //
-// One connection guarded by a mutex: every call is short and SQLite serialises writers anyway,
-// so a pool would buy little on one machine. Read-modify-write operations run in
-// `BEGIN IMMEDIATE` transactions, which take the write lock up front, so they are also atomic
-// against another process (or another SqliteStore) on the same file; waits for that lock are
-// bounded by busy_timeout (5 s). Every value reaches SQL as a bound parameter.
+// One connection guarded by a (recursive) mutex: every call is short and SQLite serialises
+// writers anyway, so a pool would buy little on one machine. The mutex is recursive so that the
+// store calls made inside RunInTransaction's body, on the same thread, join its transaction.
+// Read-modify-write operations run in `BEGIN IMMEDIATE` transactions, which take the write lock up
+// front, so they are also atomic against another process (or another SqliteStore) on the same file;
+// waits for that lock are bounded by busy_timeout (5 s). Every value reaches SQL as a bound
+// parameter.
 #pragma once
 
 #include <sqlite3.h>
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -39,6 +42,7 @@ class SqliteStore final : public Store {
   SqliteStore& operator=(const SqliteStore&) = delete;
 
   int SchemaVersion() const override;
+  Status RunInTransaction(const std::function<Status()>& body) override;
 
   Status CreateTenant(const TenantRecord& tenant) override;
   Result<TenantRecord> GetTenant(const std::string& id) override;
@@ -99,7 +103,8 @@ class SqliteStore final : public Store {
   Status CheckLeaseLocked(const char* op, const std::string& sandbox_id, int64_t lease_version,
                           int64_t now_ms);
 
-  mutable std::mutex mu_;
+  mutable std::recursive_mutex mu_;
+  int txn_depth_ = 0;  // open Txns on this connection (guarded by mu_)
   sqlite3* db_;
   int schema_version_ = 0;
   std::unordered_map<std::string_view, sqlite3_stmt*> statements_;  // keys point at literals

@@ -438,6 +438,81 @@ TEST_F(SqliteStoreTest, TransitionWritesStateAndEventAtomically) {
             StatusCode::kNotFound);
 }
 
+TEST_F(SqliteStoreTest, RunInTransactionCommitsEverythingOrNothing) {
+  Insert(Sandbox("sb-1"));
+  EventRecord ev;
+  ev.event_type = "state_change";
+  ev.timestamp = 2000;
+  // Two transitions and a lease in one transaction: all visible afterwards, also to another
+  // connection (it is committed, not just in this connection's view).
+  Status ok = store_->RunInTransaction([&]() -> Status {
+    PADDOCK_RETURN_IF_ERROR(store_->TransitionSandbox("sb-1", 1, "locking", "a", ev).status());
+    PADDOCK_RETURN_IF_ERROR(store_->AcquireLease("sb-1", "o", 60000, 3000).status());
+    return store_->TransitionSandbox("sb-1", 3, "leased", "b", ev).status();
+  });
+  ASSERT_TRUE(ok.ok()) << ok.ToString();
+  EXPECT_EQ(RawQueryText("SELECT state FROM sandbox_instance WHERE sandbox_id = 'sb-1'"), "leased");
+  EXPECT_EQ(store_->ListEvents("sb-1", 100, 0)->size(), 2u);
+
+  // The body fails after two writes: both are undone, the error comes back unchanged.
+  Status failed = store_->RunInTransaction([&]() -> Status {
+    PADDOCK_RETURN_IF_ERROR(store_->ReleaseLease("sb-1", 1, 4000));
+    PADDOCK_RETURN_IF_ERROR(store_->TransitionSandbox("sb-1", 4, "ready", "c", ev).status());
+    return Status(StatusCode::kConflict, "changed my mind");
+  });
+  EXPECT_EQ(failed.code(), StatusCode::kConflict);
+  EXPECT_EQ(failed.message(), "changed my mind");
+  EXPECT_TRUE(store_->CheckLease("sb-1", 1, 4000).ok());
+  EXPECT_EQ(store_->GetSandbox("sb-1")->state, "leased");
+  EXPECT_EQ(store_->ListEvents("sb-1", 100, 0)->size(), 2u);
+}
+
+TEST_F(SqliteStoreTest, FailedCallInsideTransactionUndoesOnlyItself) {
+  Insert(Sandbox("sb-1"));
+  EventRecord ev;
+  ev.timestamp = 2000;
+  ev.event_type = "state_change";
+  EventRecord broken = ev;
+  broken.metadata = "{oops";
+  // The inner transition's event insert fails after its state update: that update is rolled
+  // back to its savepoint while the outer transaction's other write survives.
+  Status st = store_->RunInTransaction([&]() -> Status {
+    PADDOCK_RETURN_IF_ERROR(store_->TransitionSandbox("sb-1", 1, "locking", "a", ev).status());
+    EXPECT_EQ(store_->TransitionSandbox("sb-1", 2, "failed", "x", broken).status().code(),
+              StatusCode::kInvalidArgument);
+    return Status::Ok();
+  });
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  auto sb = store_->GetSandbox("sb-1");
+  EXPECT_EQ(sb->state, "locking");
+  EXPECT_EQ(sb->version, 2);
+  EXPECT_EQ(store_->ListEvents("sb-1", 100, 0)->size(), 1u);
+}
+
+TEST_F(SqliteStoreTest, OtherThreadsWaitForATransaction) {
+  Insert(Sandbox("sb-1"));
+  std::atomic<bool> inside{false}, other_done{false};
+  std::thread other;
+  Status st = store_->RunInTransaction([&]() -> Status {
+    inside = true;
+    other = std::thread([&] {
+      // Blocks until the transaction ends, then sees its committed result.
+      auto sb = store_->GetSandbox("sb-1");
+      EXPECT_EQ(sb->state, "paused");
+      other_done = true;
+    });
+    SandboxRecord r = *store_->GetSandbox("sb-1");
+    r.state = "paused";
+    PADDOCK_RETURN_IF_ERROR(store_->UpdateSandbox(r).status());
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_FALSE(other_done.load());
+    return Status::Ok();
+  });
+  other.join();
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_TRUE(other_done.load());
+}
+
 TEST_F(SqliteStoreTest, EventsAppendAndPageInOrder) {
   std::vector<int64_t> ids;
   for (int i = 0; i < 6; ++i) {
