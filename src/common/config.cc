@@ -118,6 +118,19 @@ class MapReader {
     return Status::Ok();
   }
 
+  Status Bool(std::string_view key, bool* out) const {
+    if (!Has(key)) return Status::Ok();
+    PADDOCK_ASSIGN_OR_RETURN(std::string text, Text(key));
+    if (text == "true") {
+      *out = true;
+    } else if (text == "false") {
+      *out = false;
+    } else {
+      return InvalidArgument(PathOf(key) + ": '" + text + "' is not true or false");
+    }
+    return Status::Ok();
+  }
+
   Status PositiveNumber(std::string_view key, double* out) const {
     if (!Has(key)) return Status::Ok();
     PADDOCK_ASSIGN_OR_RETURN(std::string text, Text(key));
@@ -290,6 +303,13 @@ Status ParseLeases(const YAML::Node& node, LeaseConfig* l) {
   return Status::Ok();
 }
 
+Status ParseRegistry(const YAML::Node& node, RegistryConfig* g) {
+  MapReader r(node, "registry");
+  PADDOCK_RETURN_IF_ERROR(r.Check({"fsync_lifecycle"}));
+  PADDOCK_RETURN_IF_ERROR(r.Bool("fsync_lifecycle", &g->fsync_lifecycle));
+  return Status::Ok();
+}
+
 Status ParseExec(const YAML::Node& node, ExecConfig* e) {
   MapReader r(node, "exec");
   PADDOCK_RETURN_IF_ERROR(r.Check({"default_timeout", "max_timeout", "output_cap"}));
@@ -342,7 +362,7 @@ Result<PaddockConfig> ParseRoot(const YAML::Node& root) {
   if (root.IsNull()) return c;  // an empty file: all defaults
   MapReader r(root, "");
   PADDOCK_RETURN_IF_ERROR(r.Check({"server", "data_dir", "state_dir", "resource_classes", "pools",
-                                   "lifecycle", "leases", "exec"}));
+                                   "lifecycle", "leases", "exec", "registry"}));
   if (r.Has("server")) PADDOCK_RETURN_IF_ERROR(ParseServer(r.Get("server"), &c.server));
   PADDOCK_RETURN_IF_ERROR(ParseDirectory(r, "data_dir", &c.data_dir));
   PADDOCK_RETURN_IF_ERROR(ParseDirectory(r, "state_dir", &c.state_dir));
@@ -357,6 +377,7 @@ Result<PaddockConfig> ParseRoot(const YAML::Node& root) {
   if (r.Has("lifecycle")) PADDOCK_RETURN_IF_ERROR(ParseLifecycle(r.Get("lifecycle"), &c.lifecycle));
   if (r.Has("leases")) PADDOCK_RETURN_IF_ERROR(ParseLeases(r.Get("leases"), &c.leases));
   if (r.Has("exec")) PADDOCK_RETURN_IF_ERROR(ParseExec(r.Get("exec"), &c.exec));
+  if (r.Has("registry")) PADDOCK_RETURN_IF_ERROR(ParseRegistry(r.Get("registry"), &c.registry));
   PADDOCK_RETURN_IF_ERROR(Validate(c));
   return c;
 }

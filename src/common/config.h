@@ -79,6 +79,16 @@ struct ExecConfig {
   bool operator==(const ExecConfig&) const = default;
 };
 
+// How the registry persists writes (see SqliteStore's class comment for the reasoning).
+struct RegistryConfig {
+  // false: sandbox lifecycle writes (sandboxes, leases, events) survive any daemon crash but
+  // not a host crash, which ends every sandbox they describe anyway; tenants and keys are
+  // always fsynced. true: fsync those too (one fdatasync per lifecycle change).
+  bool fsync_lifecycle = false;
+
+  bool operator==(const RegistryConfig&) const = default;
+};
+
 struct PaddockConfig {
   ServerConfig server;
   std::string data_dir = "/var/lib/paddock";  // durable state (registry, templates, artifacts)
@@ -88,6 +98,7 @@ struct PaddockConfig {
   LifecycleConfig lifecycle;
   LeaseConfig leases;
   ExecConfig exec;
+  RegistryConfig registry;
 
   // The class named `name`, or nullptr. The pointer is valid until resource_classes changes.
   const ResourceClass* FindClass(std::string_view name) const;

@@ -154,7 +154,9 @@ int Serve(const std::string& data_dir_flag, const std::string& state_dir_flag,
   // 0711: the sandbox inits (unprivileged host uids) must traverse to the templates below;
   // nothing here can be listed, and the registry itself is 0600.
   ::chmod(cfg.data_dir.c_str(), 0711);
-  auto store = paddock::registry::SqliteStore::Open(cfg.data_dir + "/registry.db");
+  auto store = paddock::registry::SqliteStore::Open(
+      cfg.data_dir + "/registry.db",
+      paddock::registry::SqliteStoreOptions{.fsync_lifecycle = cfg.registry.fsync_lifecycle});
   if (!store.ok()) return Fail(store.status());
   paddock::SystemClock clock;
   auto admin_key = paddock::api::BootstrapAdminKey(**store, clock);

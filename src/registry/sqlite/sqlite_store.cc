@@ -289,7 +289,8 @@ class SqliteStore::Txn {
   Txn(const Txn&) = delete;
   Txn& operator=(const Txn&) = delete;
 
-  Status Begin(const char* op) {
+  Status Begin(const char* op, Durability durability) {
+    PADDOCK_RETURN_IF_ERROR(store_->PrepareWrite(op, durability));
     nested_ = store_->txn_depth_ > 0;
     PADDOCK_RETURN_IF_ERROR(
         store_->Exec(op, nested_ ? "SAVEPOINT paddock_nested" : "BEGIN IMMEDIATE"));
@@ -310,11 +311,26 @@ class SqliteStore::Txn {
   bool nested_ = false;
 };
 
+Status SqliteStore::PrepareWrite(const char* op, Durability durability) {
+  const bool full = durability == Durability::kFsync || options_.fsync_lifecycle;
+  if (txn_depth_ > 0) {
+    // SQLite cannot change the level inside a transaction; the outermost one decided it.
+    if (full && !sync_full_)
+      return Internal(std::string(op) + ": an fsynced write inside a lifecycle transaction");
+    return Status::Ok();
+  }
+  if (full == sync_full_) return Status::Ok();
+  PADDOCK_RETURN_IF_ERROR(
+      Exec(op, full ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL"));
+  sync_full_ = full;
+  return Status::Ok();
+}
+
 Status SqliteStore::RunInTransaction(const std::function<Status()>& body) {
   const char* op = "transaction";
   std::lock_guard lock(mu_);
   Txn txn(this);
-  PADDOCK_RETURN_IF_ERROR(txn.Begin(op));
+  PADDOCK_RETURN_IF_ERROR(txn.Begin(op, Durability::kHostLifetime));
   PADDOCK_RETURN_IF_ERROR(body());
   return txn.Commit(op);
 }
@@ -456,7 +472,8 @@ Status CheckLeaseTimes(const char* op, int64_t ttl_ms, int64_t now_ms) {
 
 // --- open and migrate --------------------------------------------------------------------------
 
-Result<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string& path) {
+Result<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string& path,
+                                                       SqliteStoreOptions options) {
   if (path.empty()) return InvalidArgument("open registry: empty path");
   const bool in_memory = path == ":memory:";
   if (!in_memory) {
@@ -474,7 +491,7 @@ Result<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string& path) 
     sqlite3_close_v2(db);
     return st;
   }
-  std::unique_ptr<SqliteStore> store(new SqliteStore(db));
+  std::unique_ptr<SqliteStore> store(new SqliteStore(db, options));
   std::lock_guard lock(store->mu_);
   PADDOCK_RETURN_IF_ERROR(store->Configure(in_memory));
   PADDOCK_RETURN_IF_ERROR(store->Migrate());
@@ -491,6 +508,15 @@ SqliteStore::~SqliteStore() {
 int SqliteStore::SchemaVersion() const {
   std::lock_guard lock(mu_);
   return schema_version_;
+}
+
+Result<int> SqliteStore::SynchronousLevel() {
+  const char* op = "synchronous level";
+  std::lock_guard lock(mu_);
+  PADDOCK_ASSIGN_OR_RETURN(Stmt s, Prepare(op, "PRAGMA synchronous"));
+  PADDOCK_ASSIGN_OR_RETURN(bool row, s.Step());
+  if (!row) return Internal("synchronous level: no row");
+  return static_cast<int>(s.Int(0));
 }
 
 Status SqliteStore::Configure(bool in_memory) {
@@ -512,9 +538,10 @@ Status SqliteStore::Configure(bool in_memory) {
       return Internal("configure registry: cannot enable WAL journal mode");
     }
   }
-  // FULL, not the usual WAL pairing NORMAL: NORMAL may lose the last commits on power loss,
-  // and a lost lease_counter increment would hand out a fencing token twice.
-  return Exec(op, "PRAGMA synchronous = FULL");
+  // Each write then picks FULL or NORMAL (PrepareWrite); FULL until told otherwise.
+  PADDOCK_RETURN_IF_ERROR(Exec(op, "PRAGMA synchronous = FULL"));
+  sync_full_ = true;
+  return Status::Ok();
 }
 
 Status SqliteStore::Migrate() {
@@ -531,7 +558,7 @@ Status SqliteStore::Migrate() {
   };
   for (const Migration& m : kMigrations) {
     Txn txn(this);
-    PADDOCK_RETURN_IF_ERROR(txn.Begin(op));
+    PADDOCK_RETURN_IF_ERROR(txn.Begin(op, Durability::kFsync));
     // Read inside the write transaction: another process may have migrated meanwhile.
     PADDOCK_ASSIGN_OR_RETURN(int current, current_version());
     if (current >= m.version) continue;  // Txn rolls back the empty transaction
@@ -584,6 +611,7 @@ Status SqliteStore::Exec(const char* op, std::string_view sql) {
 Status SqliteStore::CreateTenant(const TenantRecord& t) {
   const char* op = "create tenant";
   std::lock_guard lock(mu_);
+  PADDOCK_RETURN_IF_ERROR(PrepareWrite(op, Durability::kFsync));
   PADDOCK_ASSIGN_OR_RETURN(
       Stmt s, Prepare(op, "INSERT INTO tenants (id, name, created_at) VALUES (?1, ?2, ?3)"));
   PADDOCK_RETURN_IF_ERROR(s.Bind(t.id, t.name, t.created_at));
@@ -619,6 +647,7 @@ Result<std::vector<TenantRecord>> SqliteStore::ListTenants() {
 Status SqliteStore::CreateApiKey(const ApiKeyRecord& k) {
   const char* op = "create api key";
   std::lock_guard lock(mu_);
+  PADDOCK_RETURN_IF_ERROR(PrepareWrite(op, Durability::kFsync));
   PADDOCK_ASSIGN_OR_RETURN(
       Stmt s, Prepare(op,
                       "INSERT INTO api_keys (id, tenant_id, key_hash, key_prefix, role, "
@@ -650,6 +679,7 @@ Result<ApiKeyRecord> SqliteStore::FindApiKeyByHash(const std::string& key_hash) 
 Status SqliteStore::RevokeApiKey(const std::string& id, int64_t now_ms) {
   const char* op = "revoke api key";
   std::lock_guard lock(mu_);
+  PADDOCK_RETURN_IF_ERROR(PrepareWrite(op, Durability::kFsync));
   PADDOCK_ASSIGN_OR_RETURN(Stmt s, Prepare(op,
                                            "UPDATE api_keys SET revoked_at = ?2 "
                                            "WHERE id = ?1 AND revoked_at IS NULL RETURNING id"));
@@ -672,6 +702,7 @@ Result<int64_t> SqliteStore::CountApiKeys() {
 Status SqliteStore::InsertSandbox(const SandboxRecord& r) {
   const char* op = "insert sandbox";
   std::lock_guard lock(mu_);
+  PADDOCK_RETURN_IF_ERROR(PrepareWrite(op, Durability::kHostLifetime));
   PADDOCK_ASSIGN_OR_RETURN(
       Stmt s, Prepare(op, "INSERT INTO sandbox_instance (" PADDOCK_SANDBOX_COLUMNS
                           ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, "
@@ -752,7 +783,7 @@ Result<int64_t> SqliteStore::UpdateSandbox(const SandboxRecord& r) {
   const char* op = "update sandbox";
   std::lock_guard lock(mu_);
   Txn txn(this);
-  PADDOCK_RETURN_IF_ERROR(txn.Begin(op));
+  PADDOCK_RETURN_IF_ERROR(txn.Begin(op, Durability::kHostLifetime));
   int64_t new_version = 0;
   {
     PADDOCK_ASSIGN_OR_RETURN(
@@ -791,7 +822,7 @@ Result<std::string> SqliteStore::ClaimWarmSandbox(const std::string& pool,
   if (tenant_id.empty()) return InvalidArgument("claim warm sandbox: tenant_id is required");
   std::lock_guard lock(mu_);
   Txn txn(this);
-  PADDOCK_RETURN_IF_ERROR(txn.Begin(op));
+  PADDOCK_RETURN_IF_ERROR(txn.Begin(op, Durability::kHostLifetime));
   std::string id;
   {
     PADDOCK_ASSIGN_OR_RETURN(
@@ -817,7 +848,7 @@ Result<int64_t> SqliteStore::TransitionSandbox(const std::string& sandbox_id,
   const char* op = "transition sandbox";
   std::lock_guard lock(mu_);
   Txn txn(this);
-  PADDOCK_RETURN_IF_ERROR(txn.Begin(op));
+  PADDOCK_RETURN_IF_ERROR(txn.Begin(op, Durability::kHostLifetime));
   std::string old_state;
   int64_t version = 0;
   {
@@ -857,6 +888,7 @@ Result<int64_t> SqliteStore::TransitionSandbox(const std::string& sandbox_id,
 Result<int64_t> SqliteStore::AppendEvent(const EventRecord& e) {
   const char* op = "append event";
   std::lock_guard lock(mu_);
+  PADDOCK_RETURN_IF_ERROR(PrepareWrite(op, Durability::kHostLifetime));
   PADDOCK_ASSIGN_OR_RETURN(Stmt s, Prepare(op, kInsertEventSql));
   PADDOCK_RETURN_IF_ERROR(s.Bind(e.sandbox_id, e.event_type, e.old_state, e.new_state, e.reason,
                                  e.request_id, e.timestamp, JsonOrEmptyObject(e.metadata)));
@@ -934,7 +966,7 @@ Result<LeaseRecord> SqliteStore::AcquireLease(const std::string& sandbox_id,
   // Check-then-write under one write lock: two acquirers (threads or processes) serialise on
   // BEGIN IMMEDIATE and the second sees the first's lease.
   Txn txn(this);
-  PADDOCK_RETURN_IF_ERROR(txn.Begin(op));
+  PADDOCK_RETURN_IF_ERROR(txn.Begin(op, Durability::kHostLifetime));
   int64_t counter = 0;
   {
     PADDOCK_ASSIGN_OR_RETURN(
@@ -992,7 +1024,7 @@ Result<int64_t> SqliteStore::RenewLease(const std::string& sandbox_id, int64_t l
   PADDOCK_RETURN_IF_ERROR(CheckLeaseTimes(op, ttl_ms, now_ms));
   std::lock_guard lock(mu_);
   Txn txn(this);
-  PADDOCK_RETURN_IF_ERROR(txn.Begin(op));
+  PADDOCK_RETURN_IF_ERROR(txn.Begin(op, Durability::kHostLifetime));
   PADDOCK_RETURN_IF_ERROR(CheckLeaseLocked(op, sandbox_id, lease_version, now_ms));
   int64_t expires_at = now_ms + ttl_ms;
   {
@@ -1012,7 +1044,7 @@ Status SqliteStore::ReleaseLease(const std::string& sandbox_id, int64_t lease_ve
   PADDOCK_RETURN_IF_ERROR(CheckLeaseTimes(op, 1, now_ms));
   std::lock_guard lock(mu_);
   Txn txn(this);
-  PADDOCK_RETURN_IF_ERROR(txn.Begin(op));
+  PADDOCK_RETURN_IF_ERROR(txn.Begin(op, Durability::kHostLifetime));
   PADDOCK_RETURN_IF_ERROR(CheckLeaseLocked(op, sandbox_id, lease_version, now_ms));
   {
     PADDOCK_ASSIGN_OR_RETURN(
@@ -1042,7 +1074,7 @@ Result<std::vector<std::string>> SqliteStore::ExpireLeases(int64_t now_ms) {
   const char* op = "expire leases";
   std::lock_guard lock(mu_);
   Txn txn(this);
-  PADDOCK_RETURN_IF_ERROR(txn.Begin(op));
+  PADDOCK_RETURN_IF_ERROR(txn.Begin(op, Durability::kHostLifetime));
   std::vector<std::string> expired;
   {
     PADDOCK_ASSIGN_OR_RETURN(Stmt s, Prepare(op,
@@ -1066,6 +1098,7 @@ Result<std::vector<std::string>> SqliteStore::ExpireLeases(int64_t now_ms) {
 Status SqliteStore::UpsertEnvironment(const EnvironmentRecord& e) {
   const char* op = "upsert environment";
   std::lock_guard lock(mu_);
+  PADDOCK_RETURN_IF_ERROR(PrepareWrite(op, Durability::kHostLifetime));
   PADDOCK_ASSIGN_OR_RETURN(
       Stmt s, Prepare(op,
                       "INSERT INTO sandbox_environment (sandbox_id, base_image_digest, "
@@ -1110,6 +1143,7 @@ Result<EnvironmentRecord> SqliteStore::GetEnvironment(const std::string& sandbox
 Result<int64_t> SqliteStore::InsertAllocation(const AllocationRecord& a) {
   const char* op = "insert allocation";
   std::lock_guard lock(mu_);
+  PADDOCK_RETURN_IF_ERROR(PrepareWrite(op, Durability::kHostLifetime));
   PADDOCK_ASSIGN_OR_RETURN(
       Stmt s, Prepare(op,
                       "INSERT INTO sandbox_allocation (sandbox_id, tenant_id, task_id, "

@@ -26,13 +26,18 @@ namespace sqlite_internal {
 class Statement;
 }  // namespace sqlite_internal
 
+struct SqliteStoreOptions {
+  bool fsync_lifecycle = false;  // fsync sandbox lifecycle writes too (see above)
+};
+
 class SqliteStore final : public Store {
  public:
   // Opens (creating with mode 0600 if needed) the database at `path` and applies pending
   // migrations in order, each in its own transaction. WAL journal, synchronous=FULL, foreign
   // keys on. kFailedPrecondition if the file's schema is newer than this binary knows.
   // ":memory:" opens a private in-memory database (tests).
-  static Result<std::unique_ptr<SqliteStore>> Open(const std::string& path);
+  static Result<std::unique_ptr<SqliteStore>> Open(const std::string& path,
+                                                   SqliteStoreOptions options = {});
 
   // The newest schema version this binary can migrate to.
   static int LatestSchemaVersion();
@@ -42,6 +47,9 @@ class SqliteStore final : public Store {
   SqliteStore& operator=(const SqliteStore&) = delete;
 
   int SchemaVersion() const override;
+  // The connection's PRAGMA synchronous value now (1 NORMAL, 2 FULL): lets tests see which
+  // level a write ran at.
+  Result<int> SynchronousLevel();
   Status RunInTransaction(const std::function<Status()>& body) override;
 
   Status CreateTenant(const TenantRecord& tenant) override;
@@ -89,7 +97,10 @@ class SqliteStore final : public Store {
   using Stmt = sqlite_internal::Statement;
   class Txn;
 
-  explicit SqliteStore(sqlite3* db) : db_(db) {}
+  // How far a write must reach before the call returns (see the class comment).
+  enum class Durability { kFsync, kHostLifetime };
+
+  SqliteStore(sqlite3* db, SqliteStoreOptions options) : db_(db), options_(options) {}
 
   Status Configure(bool in_memory);
   Status Migrate();
@@ -97,6 +108,9 @@ class SqliteStore final : public Store {
   // returned Stmt goes out of scope. Caller holds mu_.
   Result<Stmt> Prepare(const char* op, std::string_view sql);
   Status Exec(const char* op, std::string_view sql);
+  // Sets the synchronous level for a write about to start; inside a transaction, checks that
+  // the transaction's level is enough. Caller holds mu_.
+  Status PrepareWrite(const char* op, Durability durability);
   // Lease row of the sandbox inside the caller's transaction; nullopt if never leased.
   Result<std::optional<LeaseRecord>> LoadLeaseLocked(const char* op, const std::string& sandbox_id);
   Result<bool> SandboxExistsLocked(const char* op, const std::string& sandbox_id);
@@ -104,8 +118,10 @@ class SqliteStore final : public Store {
                           int64_t now_ms);
 
   mutable std::recursive_mutex mu_;
-  int txn_depth_ = 0;  // open Txns on this connection (guarded by mu_)
+  int txn_depth_ = 0;      // open Txns on this connection (guarded by mu_)
+  bool sync_full_ = true;  // the connection's synchronous level is FULL (guarded by mu_)
   sqlite3* db_;
+  const SqliteStoreOptions options_;
   int schema_version_ = 0;
   std::unordered_map<std::string_view, sqlite3_stmt*> statements_;  // keys point at literals
 };

@@ -86,6 +86,7 @@ TEST(ConfigTest, DefaultsMatchTheDocumentedValues) {
   EXPECT_EQ(c.exec.default_timeout, milliseconds(300'000));
   EXPECT_EQ(c.exec.max_timeout, milliseconds(3'600'000));
   EXPECT_EQ(c.exec.output_cap_bytes, 16 * kMiB);
+  EXPECT_FALSE(c.registry.fsync_lifecycle);
   EXPECT_STREQ(ExpiryActionName(ExpiryAction::kPause), "pause");
 }
 
@@ -117,6 +118,8 @@ lifecycle:
   default_idle_timeout: 90s
 exec:
   output_cap: 1M
+registry:
+  fsync_lifecycle: true
 )");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->server.port, 9000);
@@ -126,6 +129,7 @@ exec:
   EXPECT_EQ(r->lifecycle.default_idle_timeout, milliseconds(90'000));
   EXPECT_EQ(r->lifecycle.default_ttl, milliseconds(3'600'000));
   EXPECT_EQ(r->exec.output_cap_bytes, 1 * kMiB);
+  EXPECT_TRUE(r->registry.fsync_lifecycle);
   EXPECT_EQ(r->resource_classes, DefaultConfig().resource_classes);
   EXPECT_EQ(r->pools, DefaultConfig().pools);
 }
@@ -240,6 +244,9 @@ TEST(ConfigTest, BadValuesNameTheFieldPath) {
       {"state_dir: ''\n", "state_dir: must not be empty"},
       {"lifecycle: {expiry_action: hibernate}\n",
        "lifecycle.expiry_action: 'hibernate' is not one of destroy, pause"},
+      {"registry: {fsync_lifecycle: yes}\n",
+       "registry.fsync_lifecycle: 'yes' is not true or false"},
+      {"registry: {fsync: true}\n", "registry.fsync: unknown key"},
       // Cross-field rules.
       {"pools: [{class: python-small, min: 5, max: 2}]\n", "pools[0].min: 5 is greater than max 2"},
       {"pools: [{class: python-small, max: 2, buffer: 3}]\n",

@@ -513,6 +513,35 @@ TEST_F(SqliteStoreTest, OtherThreadsWaitForATransaction) {
   EXPECT_TRUE(other_done.load());
 }
 
+TEST_F(SqliteStoreTest, TenantsAndKeysAreFsyncedLifecycleWritesOnlyWhenConfigured) {
+  constexpr int kNormal = 1, kFull = 2;
+  ASSERT_TRUE(store_->CreateTenant({"t1", "one", 1}).ok());
+  EXPECT_EQ(*store_->SynchronousLevel(), kFull);
+  Insert(Sandbox("sb-1"));
+  EXPECT_EQ(*store_->SynchronousLevel(), kNormal);
+  ASSERT_TRUE(store_->AcquireLease("sb-1", "o", 1000, 5).ok());
+  EXPECT_EQ(*store_->SynchronousLevel(), kNormal);
+  ApiKeyRecord key{"k1", "t1", "hash1", "pdk_1234", "tenant", 1, 0};
+  ASSERT_TRUE(store_->CreateApiKey(key).ok());
+  EXPECT_EQ(*store_->SynchronousLevel(), kFull);
+
+  // A durable write cannot join a lifecycle transaction (SQLite fixes the level per
+  // transaction): it fails loudly instead of silently going unsynced, and nothing commits.
+  Status st = store_->RunInTransaction([&]() -> Status {
+    PADDOCK_RETURN_IF_ERROR(store_->InsertSandbox(Sandbox("sb-2")));
+    return store_->CreateTenant({"t2", "two", 1});
+  });
+  EXPECT_EQ(st.code(), StatusCode::kInternal);
+  EXPECT_EQ(store_->GetTenant("t2").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(store_->GetSandbox("sb-2").status().code(), StatusCode::kNotFound);
+
+  store_.reset();
+  auto fsync_all = SqliteStore::Open(path_, SqliteStoreOptions{.fsync_lifecycle = true});
+  ASSERT_TRUE(fsync_all.ok());
+  ASSERT_TRUE((*fsync_all)->ReleaseLease("sb-1", 1, 6).ok());
+  EXPECT_EQ(*(*fsync_all)->SynchronousLevel(), kFull);
+}
+
 TEST_F(SqliteStoreTest, EventsAppendAndPageInOrder) {
   std::vector<int64_t> ids;
   for (int i = 0; i < 6; ++i) {
