@@ -103,17 +103,20 @@ runtime::SandboxSpec SandboxManager::SpecFor(const SandboxRecord& rec) const {
   if (const ResourceClass* cls = config_.FindClass(rec.resource_class)) {
     spec.limits.tmp_bytes = std::min<uint64_t>(cls->tmp_bytes, spec.limits.memory_bytes);
   }
-  auto env = nlohmann::json::parse(rec.env, nullptr, false);
-  if (env.is_object()) {
-    for (auto& [k, v] : env.items()) {
-      if (v.is_string()) spec.env.push_back(k + "=" + v.get<std::string>());
-    }
-  }
+  // The sandbox's env is not baked into the runtime object: it is merged into each exec (see
+  // Exec), so a warm sandbox created before its tenant was known can carry the tenant's env.
   return spec;
 }
 
 Result<SandboxRecord> SandboxManager::Create(const Principal& who, const CreateSandboxRequest& req,
                                              const std::string& request_id) {
+  return CreateImpl(who, req, request_id, nullptr);
+}
+
+Result<SandboxRecord> SandboxManager::CreateImpl(const Principal& who,
+                                                 const CreateSandboxRequest& req,
+                                                 const std::string& request_id, bool* from_pool) {
+  ForegroundScope busy(foreground_);
   if (who.tenant_id.empty()) return PermissionDenied("a tenant is required to create sandboxes");
   if (config_.resource_classes.empty()) return FailedPrecondition("no resource classes configured");
   const ResourceClass* cls = req.resource_class.empty() ? &config_.resource_classes.front()
@@ -164,7 +167,50 @@ Result<SandboxRecord> SandboxManager::Create(const Principal& who, const CreateS
   nlohmann::json env = nlohmann::json::object();
   for (const auto& [k, v] : req.env) env[k] = v;
   rec.env = env.dump();
+  // A warm sandbox is the runtime object this request would get anyway when the request asks
+  // for the class as it is (POOL-2); its tenant, session, env and lifetime are bound now.
+  const bool pool_can_serve = !req.cpus && !req.memory_bytes && !req.disk_bytes && !req.pids &&
+                              rec.template_id == cls->template_name;
+  if (pool_can_serve) {
+    auto claimed = ClaimFromPool(who, *cls, rec, request_id);
+    if (claimed.ok()) {
+      if (from_pool) *from_pool = true;
+      return claimed;
+    }
+    if (claimed.status().code() != StatusCode::kNotFound) return claimed.status();
+  }
   return Provision(std::move(rec), request_id);
+}
+
+Result<SandboxRecord> SandboxManager::ClaimFromPool(const Principal& who, const ResourceClass& cls,
+                                                    const SandboxRecord& want,
+                                                    const std::string& request_id) {
+  bool pooled = false;
+  for (const auto& pc : config_.pools) pooled |= pc.class_name == cls.name && pc.max > 0;
+  if (!pooled) return NotFound("no pool for class " + cls.name);
+  SandboxRecord got;
+  PADDOCK_RETURN_IF_ERROR(store_.RunInTransaction([&]() -> Status {
+    PADDOCK_ASSIGN_OR_RETURN(std::string id,
+                             store_.ClaimWarmSandbox(cls.name, who.tenant_id, want.session_id,
+                                                     want.expires_at, want.idle_timeout_ms));
+    PADDOCK_ASSIGN_OR_RETURN(got, store_.GetSandbox(id));
+    got.user_id = want.user_id;
+    got.env = want.env;
+    got.metadata = want.metadata;
+    got.last_active_at = want.last_active_at;
+    PADDOCK_ASSIGN_OR_RETURN(got.version, store_.UpdateSandbox(got));
+    registry::EventRecord ev;
+    ev.sandbox_id = id;
+    ev.event_type = "bind";
+    ev.old_state = ev.new_state = got.state;
+    ev.reason = "warm sandbox bound to tenant " + who.tenant_id;
+    ev.request_id = request_id;
+    ev.timestamp = clock_.NowMs();
+    return store_.AppendEvent(ev).status();
+  }));
+  KickRefill();
+  MarkActive(got.sandbox_id);
+  return got;
 }
 
 Result<SandboxRecord> SandboxManager::Provision(SandboxRecord rec, const std::string& request_id) {
@@ -181,6 +227,8 @@ Result<SandboxRecord> SandboxManager::Provision(SandboxRecord rec, const std::st
     return created.status();
   }
   PADDOCK_RETURN_IF_ERROR(Transition(rec, SandboxState::kReady, "provisioned", request_id));
+  // The idle clock starts now, not when the request came in: a slow create is not idleness.
+  MarkActive(rec.sandbox_id);
   return rec;
 }
 
@@ -188,40 +236,15 @@ Result<SandboxManager::Acquired> SandboxManager::AcquireFromPool(
     const Principal& who, const std::string& resource_class, const std::string& owner,
     int64_t ttl_ms, const std::string& session_id, const std::string& request_id) {
   if (who.tenant_id.empty()) return PermissionDenied("a tenant is required to acquire sandboxes");
-  const ResourceClass* cls = config_.FindClass(resource_class);
-  if (!cls) return InvalidArgument("class: unknown resource class '" + resource_class + "'");
-  const int64_t now = clock_.NowMs();
-  const int64_t ttl = config_.lifecycle.default_ttl.count();
+  if (!config_.FindClass(resource_class))
+    return InvalidArgument("class: unknown resource class '" + resource_class + "'");
   Acquired out;
-  // Late binding (POOL-3): the warm sandbox gets its tenant, session and lifetime only now.
-  // The claim and its event are one write; the lease follows under the sandbox's lock (a
-  // sandbox lock is never taken inside a registry transaction: the reverse order is the rule).
-  std::string claimed_id;
-  Status claimed = store_.RunInTransaction([&]() -> Status {
-    PADDOCK_ASSIGN_OR_RETURN(
-        claimed_id,
-        store_.ClaimWarmSandbox(cls->name, who.tenant_id, session_id, ttl > 0 ? now + ttl : 0,
-                                config_.lifecycle.default_idle_timeout.count()));
-    PADDOCK_ASSIGN_OR_RETURN(out.sandbox, store_.GetSandbox(claimed_id));
-    registry::EventRecord ev;
-    ev.sandbox_id = claimed_id;
-    ev.event_type = "bind";
-    ev.old_state = ev.new_state = out.sandbox.state;
-    ev.reason = "warm sandbox bound to tenant " + who.tenant_id;
-    ev.request_id = request_id;
-    ev.timestamp = now;
-    return store_.AppendEvent(ev).status();
-  });
-  if (claimed.ok()) {
-    out.from_pool = true;
-  } else if (claimed.code() == StatusCode::kNotFound) {
-    CreateSandboxRequest req;
-    req.resource_class = cls->name;
-    req.session_id = session_id;
-    PADDOCK_ASSIGN_OR_RETURN(out.sandbox, Create(who, req, request_id));
-  } else {
-    return claimed;
-  }
+  CreateSandboxRequest req;
+  req.resource_class = resource_class;
+  req.session_id = session_id;
+  PADDOCK_ASSIGN_OR_RETURN(out.sandbox, CreateImpl(who, req, request_id, &out.from_pool));
+  // The lease follows under the sandbox's lock (a sandbox lock is never taken inside a registry
+  // transaction: lock, then transaction, is the order everywhere).
   PADDOCK_ASSIGN_OR_RETURN(out.lease,
                            AcquireLease(who, out.sandbox.sandbox_id, owner, ttl_ms, request_id));
   PADDOCK_ASSIGN_OR_RETURN(out.sandbox, store_.GetSandbox(out.sandbox.sandbox_id));
@@ -297,6 +320,8 @@ int SandboxManager::RefillPoolsOnce() {
       rec.expires_at = 0;  // set when bound
       rec.idle_timeout_ms = 0;
       rec.expiry_action = ExpiryActionName(config_.lifecycle.expiry_action);
+      // A refill is for the next burst; it must not slow down the one being served now.
+      WaitForQuiet(std::chrono::seconds(2));
       auto made = Provision(rec, "pool-refill");
       if (!made.ok()) {
         spdlog::warn("pool {}: refill: {}", cls->name, made.status().ToString());
@@ -354,6 +379,7 @@ Result<registry::LeaseRecord> SandboxManager::AcquireLease(const Principal& who,
                                                            const std::string& id,
                                                            const std::string& owner, int64_t ttl_ms,
                                                            const std::string& request_id) {
+  ForegroundScope busy(foreground_);
   if (owner.empty() || owner.size() > 200) return InvalidArgument("owner: 1 to 200 characters");
   if (ttl_ms == 0) ttl_ms = config_.leases.default_ttl.count();
   if (ttl_ms < 1000 || ttl_ms > config_.leases.max_ttl.count())
@@ -418,6 +444,7 @@ Status SandboxManager::Recycle(SandboxRecord& rec, RecycleMode mode, const std::
 Status SandboxManager::ReleaseLease(const Principal& who, const std::string& id,
                                     int64_t lease_version, RecycleMode mode,
                                     const std::string& request_id) {
+  ForegroundScope busy(foreground_);
   PADDOCK_ASSIGN_OR_RETURN(SandboxRecord rec, Load(who, id));
   std::lock_guard lock(LockFor(id));
   const std::string reason = "release lease_version=" + std::to_string(lease_version);
@@ -446,6 +473,7 @@ Status SandboxManager::Fence(const SandboxRecord& rec, int64_t lease_version) {
 Result<runtime::ExecResult> SandboxManager::Exec(const Principal& who, const std::string& id,
                                                  int64_t lease_version, runtime::ExecRequest req,
                                                  const runtime::ExecCallbacks& cb) {
+  ForegroundScope busy(foreground_);
   PADDOCK_ASSIGN_OR_RETURN(SandboxRecord rec, Load(who, id));
   PADDOCK_RETURN_IF_ERROR(Fence(rec, lease_version));
   if (!IsLeasedState(StateOf(rec)))
@@ -456,20 +484,26 @@ Result<runtime::ExecResult> SandboxManager::Exec(const Principal& who, const std
                            std::to_string(config_.exec.max_timeout.count() / 1000));
   if (req.output_cap_bytes == 0 || req.output_cap_bytes > config_.exec.output_cap_bytes)
     req.output_cap_bytes = config_.exec.output_cap_bytes;
+  // The sandbox's env under the request's own (the request wins).
+  if (auto env = nlohmann::json::parse(rec.env, nullptr, false); env.is_object()) {
+    for (auto& [k, v] : env.items()) {
+      if (v.is_string()) req.env.try_emplace(k, v.get<std::string>());
+    }
+  }
   // Execs do not write Running/Leased transitions: that would put two registry writes on every
-  // command's path. Activity is kept in memory for the idle timeout instead.
-  MarkActive(id);
-  auto r = runtime_.Exec(id, req, cb);
-  MarkActive(id);
-  return r;
+  // command's path. Activity is kept in memory for the idle timeout instead; a sandbox with a
+  // command in flight is never idle, however long the command runs.
+  ActivityScope active(*this, id);
+  return runtime_.Exec(id, req, cb);
 }
 
 Status SandboxManager::WithFence(const Principal& who, const std::string& id, int64_t lease_version,
                                  const std::function<Status(runtime::Runtime&)>& op) {
+  ForegroundScope busy(foreground_);
   PADDOCK_ASSIGN_OR_RETURN(SandboxRecord rec, Load(who, id));
   PADDOCK_RETURN_IF_ERROR(Fence(rec, lease_version));
   if (!IsLeasedState(StateOf(rec))) return FailedPrecondition("sandbox " + id + " is " + rec.state);
-  MarkActive(id);
+  ActivityScope active(*this, id);
   return op(runtime_);
 }
 
@@ -506,13 +540,31 @@ Result<std::vector<registry::EventRecord>> SandboxManager::Events(const Principa
 
 void SandboxManager::MarkActive(const std::string& id) {
   std::lock_guard lock(activity_mu_);
-  activity_[id] = clock_.NowMs();
+  activity_[id].last_ms = clock_.NowMs();
 }
 
-int64_t SandboxManager::LastActive(const SandboxRecord& rec) {
+SandboxManager::ActivityScope::ActivityScope(SandboxManager& m, std::string id)
+    : m_(m), id_(std::move(id)) {
+  std::lock_guard lock(m_.activity_mu_);
+  Activity& a = m_.activity_[id_];
+  a.last_ms = m_.clock_.NowMs();
+  ++a.in_flight;
+}
+
+SandboxManager::ActivityScope::~ActivityScope() {
+  std::lock_guard lock(m_.activity_mu_);
+  auto it = m_.activity_.find(id_);
+  if (it == m_.activity_.end()) return;  // destroyed meanwhile
+  it->second.last_ms = m_.clock_.NowMs();
+  --it->second.in_flight;
+}
+
+bool SandboxManager::IdleSince(const SandboxRecord& rec, int64_t now) {
   std::lock_guard lock(activity_mu_);
   auto it = activity_.find(rec.sandbox_id);
-  return it == activity_.end() ? rec.last_active_at : std::max(it->second, rec.last_active_at);
+  if (it == activity_.end()) return now >= rec.last_active_at + rec.idle_timeout_ms;
+  if (it->second.in_flight > 0) return false;
+  return now >= std::max(it->second.last_ms, rec.last_active_at) + rec.idle_timeout_ms;
 }
 
 std::vector<SandboxRecord> SandboxManager::LiveRecords() {
@@ -552,8 +604,8 @@ int SandboxManager::ExpireOnce() {
     const SandboxState s = StateOf(rec);
     if (!HasRuntimeObject(s) || IsTransitional(s)) continue;
     const bool ttl_hit = rec.expires_at > 0 && now >= rec.expires_at;
-    const bool idle_hit = rec.idle_timeout_ms > 0 && s != SandboxState::kHibernating &&
-                          now >= LastActive(rec) + rec.idle_timeout_ms;
+    const bool idle_hit =
+        rec.idle_timeout_ms > 0 && s != SandboxState::kHibernating && IdleSince(rec, now);
     if (!ttl_hit && !idle_hit) continue;
     std::lock_guard lock(LockFor(rec.sandbox_id));
     auto fresh = store_.GetSandbox(rec.sandbox_id);
@@ -643,15 +695,38 @@ void SandboxManager::StartBackground(std::chrono::milliseconds interval) {
   bg_stop_ = false;
   bg_thread_ = std::thread([this, interval] {
     std::unique_lock lock(bg_mu_);
+    auto next_full_pass = std::chrono::steady_clock::now();
     while (!bg_stop_) {
+      const bool full_pass = std::chrono::steady_clock::now() >= next_full_pass;
+      refill_requested_ = false;
       lock.unlock();
-      ReconcileOnce();
-      ExpireOnce();
+      if (full_pass) {
+        ReconcileOnce();
+        ExpireOnce();
+      }
       RefillPoolsOnce();
       lock.lock();
-      bg_cv_.wait_for(lock, interval, [this] { return bg_stop_; });
+      if (full_pass) next_full_pass = std::chrono::steady_clock::now() + interval;
+      bg_cv_.wait_until(lock, next_full_pass, [this] { return bg_stop_ || refill_requested_; });
     }
   });
+}
+
+void SandboxManager::WaitForQuiet(std::chrono::milliseconds limit) {
+  const auto give_up = std::chrono::steady_clock::now() + limit;
+  while (foreground_.load() > 0 && std::chrono::steady_clock::now() < give_up) {
+    std::unique_lock lock(bg_mu_);
+    if (bg_stop_) return;
+    bg_cv_.wait_for(lock, std::chrono::milliseconds(5), [this] { return bg_stop_; });
+  }
+}
+
+void SandboxManager::KickRefill() {
+  {
+    std::lock_guard lock(bg_mu_);
+    refill_requested_ = true;
+  }
+  bg_cv_.notify_all();
 }
 
 void SandboxManager::StopBackground() {

@@ -64,7 +64,9 @@ class SandboxManager {
                  const Clock& clock);
   ~SandboxManager();  // stops the background loop
 
-  // Creates and provisions a sandbox owned by the caller's tenant; returns it in state Ready.
+  // Creates a sandbox owned by the caller's tenant and returns it in state Ready: a warm pool
+  // member of the class bound to the caller when the request takes the class as it is (no
+  // explicit resources or template) and the pool has one ready, else a newly provisioned one.
   Result<registry::SandboxRecord> Create(const Principal& who, const CreateSandboxRequest& req,
                                          const std::string& request_id);
   // kNotFound for unknown ids and for other tenants' sandboxes (no existence oracle).
@@ -138,6 +140,24 @@ class SandboxManager {
  private:
   std::mutex& LockFor(const std::string& id);
   Result<registry::SandboxRecord> Load(const Principal& who, const std::string& id);
+  Result<registry::SandboxRecord> CreateImpl(const Principal& who, const CreateSandboxRequest& req,
+                                             const std::string& request_id, bool* from_pool);
+  // Binds the oldest ready member of the class's pool to the caller with `want`'s session, env,
+  // metadata and lifetime; kNotFound when the class has no pool or the pool is empty.
+  Result<registry::SandboxRecord> ClaimFromPool(const Principal& who, const ResourceClass& cls,
+                                                const registry::SandboxRecord& want,
+                                                const std::string& request_id);
+  // Wakes the background loop for a pool refill only (a claim took a warm member).
+  void KickRefill();
+  // Waits until no foreground operation (create, lease, exec, files, release) is in flight, or
+  // `limit` passed: background work that costs CPU (pool refills) gives way to requests, but
+  // a constant stream of them cannot starve it.
+  void WaitForQuiet(std::chrono::milliseconds limit);
+  struct ForegroundScope {
+    explicit ForegroundScope(std::atomic<int>& n) : n_(n) { ++n_; }
+    ~ForegroundScope() { --n_; }
+    std::atomic<int>& n_;
+  };
   // Moves `rec` to `to` (checked against the state machine) and records the event; refreshes
   // rec (state, version) on success.
   Status Transition(registry::SandboxRecord& rec, SandboxState to, const std::string& reason,
@@ -155,7 +175,18 @@ class SandboxManager {
   Status Recycle(registry::SandboxRecord& rec, RecycleMode mode, const std::string& reason,
                  const std::string& request_id);
   void MarkActive(const std::string& id);
-  int64_t LastActive(const registry::SandboxRecord& rec);
+  // An exec or file operation in flight: the sandbox is not idle while one exists.
+  class ActivityScope {
+   public:
+    ActivityScope(SandboxManager& m, std::string id);
+    ~ActivityScope();
+
+   private:
+    SandboxManager& m_;
+    std::string id_;
+  };
+  // True when nothing runs in the sandbox and its last activity is idle_timeout_ms old.
+  bool IdleSince(const registry::SandboxRecord& rec, int64_t now);
   std::vector<registry::SandboxRecord> LiveRecords();
 
   registry::Store& store_;
@@ -163,12 +194,18 @@ class SandboxManager {
   const PaddockConfig config_;
   const Clock& clock_;
   std::array<std::mutex, 64> locks_;
+  std::atomic<int> foreground_{0};  // foreground operations in flight
   std::mutex activity_mu_;
-  std::map<std::string, int64_t> activity_;  // last exec/file activity, newer than the registry
+  struct Activity {
+    int64_t last_ms = 0;  // last exec/file activity (newer than the registry's last_active_at)
+    int in_flight = 0;    // execs and file operations running now
+  };
+  std::map<std::string, Activity> activity_;
 
   std::mutex bg_mu_;
   std::condition_variable bg_cv_;
   bool bg_stop_ = false;
+  bool refill_requested_ = false;
   std::thread bg_thread_;
 };
 

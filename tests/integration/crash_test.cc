@@ -12,6 +12,7 @@
 
 #include "lifecycle/state_machine.h"
 #include "support/daemon_process.h"
+#include "support/json_api.h"
 
 namespace paddock::testing {
 namespace {
@@ -19,51 +20,25 @@ namespace {
 using json = nlohmann::json;
 using namespace std::chrono_literals;
 
-constexpr const char* kConfig = R"(
-resource_classes:
-  - name: small
-    cpus: 1
-    memory: 128MiB
-    disk: 32MiB
-    pids: 64
-    tmp: 16MiB
-pools: []
-lifecycle:
-  reconcile_interval: 500ms
-)";
-
-json Call(api::HttpClient& c, const std::string& key, const std::string& method,
-          const std::string& target, const json& body = nullptr, int64_t lease = 0,
-          int* status = nullptr) {
-  api::Headers h;
-  h.Set("Authorization", "Bearer " + key);
-  if (lease) h.Set("Paddock-Lease-Version", std::to_string(lease));
-  auto r = c.Request(method, target, body.is_null() ? "" : body.dump(), h);
-  if (!r.ok()) {
-    if (status) *status = 0;
-    return json();
-  }
-  if (status) *status = r->status;
-  return json::parse(r->body, nullptr, false);
-}
+const std::string kConfig = SmallClassConfig("128MiB", "lifecycle:\n  reconcile_interval: 500ms\n");
 
 // One client doing create -> lease -> exec -> release/destroy in a loop until the daemon dies.
 void Workload(uint16_t port, const std::string& key, std::atomic<bool>& stop) {
-  api::HttpClient c("127.0.0.1", port);
+  JsonApi c(port, key);
   while (!stop) {
-    int st = 0;
-    json s = Call(c, key, "POST", "/v1/sandboxes", json::object(), 0, &st);
-    if (st != 201) return;
-    const std::string id = s["id"];
-    json l = Call(c, key, "POST", "/v1/sandboxes/" + id + "/lease", {{"owner", "crash"}}, 0, &st);
-    if (st != 201) return;
-    const int64_t v = l["lease_version"];
-    Call(c, key, "POST", "/v1/sandboxes/" + id + "/exec", {{"shell", "echo hi; sleep 0.05"}}, v,
-         &st);
-    if (st == 0) return;
-    Call(c, key, "POST", "/v1/sandboxes/" + id + "/lease/release",
-         {{"lease_version", v}, {"recycle", (v % 2) ? "keep" : "destroy"}}, 0, &st);
-    if (st == 0) return;
+    ApiReply s = c.Call("POST", "/v1/sandboxes", json::object());
+    if (s.status != 201) return;
+    const std::string id = s.body["id"];
+    ApiReply l = c.Call("POST", "/v1/sandboxes/" + id + "/lease", {{"owner", "crash"}});
+    if (l.status != 201) return;
+    const int64_t v = l.body["lease_version"];
+    if (c.Call("POST", "/v1/sandboxes/" + id + "/exec", {{"shell", "echo hi; sleep 0.05"}}, v)
+            .status == 0)
+      return;
+    if (c.Call("POST", "/v1/sandboxes/" + id + "/lease/release",
+               {{"lease_version", v}, {"recycle", (v % 2) ? "keep" : "destroy"}})
+            .status == 0)
+      return;
   }
 }
 
@@ -74,11 +49,9 @@ TEST(CrashTest, KillNineAtRandomMomentsKeepsTheInvariants) {
   ASSERT_TRUE(daemon.Start(&err)) << err;
   const std::string key = daemon.admin_key();
   // Admin acts as a tenant here: create one for the workload.
-  api::HttpClient admin("127.0.0.1", daemon.port());
-  int st = 0;
-  json t = Call(admin, key, "POST", "/v1/tenants", {{"name", "crash"}}, 0, &st);
-  ASSERT_EQ(st, 201);
-  const std::string tenant_key = t["api_key"];
+  ApiReply t = JsonApi(daemon.port(), key).Call("POST", "/v1/tenants", {{"name", "crash"}});
+  ASSERT_EQ(t.status, 201) << t.raw;
+  const std::string tenant_key = t.body["api_key"];
 
   std::mt19937 rng(12345);
   std::map<std::string, int64_t> last_lease_version;
@@ -96,10 +69,10 @@ TEST(CrashTest, KillNineAtRandomMomentsKeepsTheInvariants) {
 
     // After the start-up reconciliation: every row is in a valid state, nothing of the crashed
     // run is still live (its sandboxes died with it), and lease versions never went backwards.
-    api::HttpClient c("127.0.0.1", daemon.port());
-    json page = Call(c, tenant_key, "GET", "/v1/sandboxes?all=true&limit=1000", nullptr, 0, &st);
-    ASSERT_EQ(st, 200) << page.dump();
-    for (const auto& s : page["items"]) {
+    ApiReply page =
+        JsonApi(daemon.port(), tenant_key).Call("GET", "/v1/sandboxes?all=true&limit=1000");
+    ASSERT_EQ(page.status, 200) << page.raw;
+    for (const auto& s : page.body["items"]) {
       const std::string state = s["state"];
       EXPECT_TRUE(lifecycle::ParseState(state).ok()) << state;
       EXPECT_TRUE(state == "terminated" || state == "failed")

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "support/daemon_process.h"
+#include "support/json_api.h"
 
 namespace paddock::testing {
 namespace {
@@ -16,82 +17,62 @@ namespace {
 using json = nlohmann::json;
 using namespace std::chrono_literals;
 
-constexpr const char* kConfig = R"(
-resource_classes:
-  - name: small
-    cpus: 1
-    memory: 128MiB
-    disk: 32MiB
-    pids: 64
-    tmp: 16MiB
-pools:
+const std::string kConfig = SmallClassConfig("128MiB", R"(pools:
   - class: small
     min: 2
     max: 4
     buffer: 2
 lifecycle:
   reconcile_interval: 200ms
-)";
+)");
 
-json Call(api::HttpClient& c, const std::string& key, const std::string& method,
-          const std::string& target, const json& body = nullptr, int* status = nullptr) {
-  api::Headers h;
-  h.Set("Authorization", "Bearer " + key);
-  auto r = c.Request(method, target, body.is_null() ? "" : body.dump(), h);
-  if (status) *status = r.ok() ? r->status : 0;
-  return r.ok() ? json::parse(r->body, nullptr, false) : json();
-}
-
-int Warm(api::HttpClient& c, const std::string& key) {
-  json p = Call(c, key, "GET", "/v1/pools");
-  for (const auto& e : p["items"])
+int Warm(JsonApi& api) {
+  ApiReply p = api.Call("GET", "/v1/pools");
+  for (const auto& e : p.body["items"])
     if (e["class"] == "small") return e["warm"];
   return -1;
 }
 
-bool Eventually(const std::function<bool()>& pred) {
-  for (int i = 0; i < 150; ++i) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(100ms);
+class PoolTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "sandboxes need root";
+    std::string err;
+    ASSERT_TRUE(daemon_.Start(&err)) << err;
+    ApiReply t =
+        JsonApi(daemon_.port(), daemon_.admin_key()).Call("POST", "/v1/tenants", {{"name", "p"}});
+    ASSERT_EQ(t.status, 201) << t.raw;
+    tenant_id_ = t.body["tenant"]["id"];
+    api_ = std::make_unique<JsonApi>(daemon_.port(), t.body["api_key"].get<std::string>());
+    EXPECT_TRUE(Eventually([&] { return Warm(*api_) == 2; })) << Warm(*api_);
   }
-  return pred();
-}
 
-TEST(PoolTest, RefillsAndBindsIdentityAtAcquire) {
-  if (geteuid() != 0) GTEST_SKIP() << "sandboxes need root";
-  DaemonProcess daemon(kConfig);
-  std::string err;
-  ASSERT_TRUE(daemon.Start(&err)) << err;
-  api::HttpClient c("127.0.0.1", daemon.port());
-  int st = 0;
-  json t = Call(c, daemon.admin_key(), "POST", "/v1/tenants", {{"name", "pooled"}}, &st);
-  ASSERT_EQ(st, 201);
-  const std::string key = t["api_key"];
+  DaemonProcess daemon_{kConfig};
+  std::unique_ptr<JsonApi> api_;
+  std::string tenant_id_;
+};
 
-  EXPECT_TRUE(Eventually([&] { return Warm(c, key) == 2; })) << Warm(c, key);
+TEST_F(PoolTest, RefillsAndBindsIdentityAtAcquire) {
+  JsonApi& api = *api_;
   // Warm sandboxes belong to nobody: the tenant does not see them.
-  EXPECT_EQ(Call(c, key, "GET", "/v1/sandboxes")["items"].size(), 0u);
+  EXPECT_EQ(api.Call("GET", "/v1/sandboxes").body["items"].size(), 0u);
 
-  json got = Call(c, key, "POST", "/v1/acquire",
-                  {{"class", "small"}, {"owner", "agent-1"}, {"session_id", "s-1"}}, &st);
-  ASSERT_EQ(st, 201) << got.dump();
-  EXPECT_TRUE(got["from_pool"].get<bool>());
-  EXPECT_EQ(got["sandbox"]["state"], "leased");
-  EXPECT_EQ(got["sandbox"]["session_id"], "s-1");
-  EXPECT_EQ(got["sandbox"]["tenant_id"], t["tenant"]["id"]);
-  EXPECT_GT(got["sandbox"]["expires_at_ms"].get<int64_t>(), 0);
-  const std::string id = got["sandbox"]["id"];
+  ApiReply got = api.Call("POST", "/v1/acquire",
+                          {{"class", "small"}, {"owner", "agent-1"}, {"session_id", "s-1"}});
+  ASSERT_EQ(got.status, 201) << got.raw;
+  EXPECT_TRUE(got.body["from_pool"].get<bool>());
+  EXPECT_EQ(got.body["sandbox"]["state"], "leased");
+  EXPECT_EQ(got.body["sandbox"]["session_id"], "s-1");
+  EXPECT_EQ(got.body["sandbox"]["tenant_id"], tenant_id_);
+  EXPECT_GT(got.body["sandbox"]["expires_at_ms"].get<int64_t>(), 0);
+  const std::string id = got.body["sandbox"]["id"];
   // It works under the lease it came with, and now shows up as the tenant's.
-  api::Headers h;
-  h.Set("Authorization", "Bearer " + key);
-  h.Set("Paddock-Lease-Version", std::to_string(got["lease"]["lease_version"].get<int64_t>()));
-  auto r =
-      c.Request("POST", "/v1/sandboxes/" + id + "/exec", json{{"shell", "echo warm"}}.dump(), h);
-  ASSERT_TRUE(r.ok());
-  EXPECT_EQ(json::parse(r->body)["stdout"], "warm\n") << r->body;
-  EXPECT_EQ(Call(c, key, "GET", "/v1/sandboxes")["items"].size(), 1u);
-  // The pool refills behind it.
-  EXPECT_TRUE(Eventually([&] { return Warm(c, key) == 2; })) << Warm(c, key);
+  ApiReply r = api.Call("POST", "/v1/sandboxes/" + id + "/exec", {{"shell", "echo warm"}},
+                        got.body["lease"]["lease_version"].get<int64_t>());
+  EXPECT_EQ(r.body["stdout"], "warm\n") << r.raw;
+  EXPECT_EQ(api.Call("GET", "/v1/sandboxes").body["items"].size(), 1u);
+  // The pool refills behind it (a claim wakes the refill; no need to wait for a full pass).
+  EXPECT_TRUE(Eventually([&] { return Warm(api) == 2; })) << Warm(api);
 
   // Concurrent acquirers never share a sandbox; an empty pool falls back to creating one.
   std::set<std::string> ids;
@@ -99,23 +80,62 @@ TEST(PoolTest, RefillsAndBindsIdentityAtAcquire) {
   std::vector<std::thread> threads;
   for (int i = 0; i < 5; ++i) {
     threads.emplace_back([&, i] {
-      api::HttpClient cc("127.0.0.1", daemon.port());
-      int s = 0;
-      json g = Call(cc, key, "POST", "/v1/acquire",
-                    {{"class", "small"}, {"owner", "w" + std::to_string(i)}}, &s);
-      if (s == 201) {
+      JsonApi c(daemon_.port(), api.key());
+      ApiReply g =
+          c.Call("POST", "/v1/acquire", {{"class", "small"}, {"owner", "w" + std::to_string(i)}});
+      if (g.status == 201) {
         std::lock_guard lock(mu);
-        ids.insert(g["sandbox"]["id"].get<std::string>());
+        ids.insert(g.body["sandbox"]["id"].get<std::string>());
       }
     });
   }
   for (auto& th : threads) th.join();
   EXPECT_EQ(ids.size(), 5u);
   EXPECT_EQ(ids.count(id), 0u);
-  json pools = Call(c, key, "GET", "/v1/pools");
-  EXPECT_EQ(pools["items"][0]["leased"], 6) << pools.dump();
-  json bad = Call(c, key, "POST", "/v1/acquire", {{"class", "nope"}}, &st);
-  EXPECT_EQ(st, 400) << bad.dump();
+  ApiReply pools = api.Call("GET", "/v1/pools");
+  EXPECT_EQ(pools.body["items"][0]["leased"], 6) << pools.raw;
+  EXPECT_EQ(api.Call("POST", "/v1/acquire", {{"class", "nope"}}).status, 400);
+}
+
+TEST_F(PoolTest, CreateTakesAWarmMemberAndBindsTheRequestToIt) {
+  JsonApi& api = *api_;
+  ApiReply created = api.Call("POST", "/v1/sandboxes",
+                              {{"class", "small"},
+                               {"env", {{"GREETING", "hello from the request"}}},
+                               {"metadata", {{"job", "42"}}},
+                               {"session_id", "s-9"},
+                               {"ttl_seconds", 600}});
+  ASSERT_EQ(created.status, 201) << created.raw;
+  const std::string id = created.body["id"];
+  EXPECT_EQ(created.body["state"], "ready");
+  EXPECT_EQ(created.body["tenant_id"], tenant_id_);
+  EXPECT_EQ(created.body["session_id"], "s-9");
+  EXPECT_EQ(created.body["metadata"]["job"], "42") << created.raw;
+  // It was a pool member: its history starts before this request, with a bind.
+  ApiReply events = api.Call("GET", "/v1/sandboxes/" + id + "/events");
+  bool bound = false;
+  for (const auto& e : events.body["items"]) bound |= e["type"] == "bind";
+  EXPECT_TRUE(bound) << events.raw;
+  // The env given at create reaches commands although the runtime object was made before the
+  // request existed; the exec's own env still wins.
+  ApiReply lease = api.Call("POST", "/v1/sandboxes/" + id + "/lease", {{"owner", "t"}});
+  ASSERT_EQ(lease.status, 201) << lease.raw;
+  const int64_t v = lease.body["lease_version"];
+  ApiReply out =
+      api.Call("POST", "/v1/sandboxes/" + id + "/exec", {{"shell", "echo \"$GREETING\""}}, v);
+  EXPECT_EQ(out.body["stdout"], "hello from the request\n") << out.raw;
+  out = api.Call("POST", "/v1/sandboxes/" + id + "/exec",
+                 {{"shell", "echo \"$GREETING\""}, {"env", {{"GREETING", "override"}}}}, v);
+  EXPECT_EQ(out.body["stdout"], "override\n") << out.raw;
+
+  // Explicit resources are not what the pool holds: a new sandbox, no bind event.
+  ApiReply custom =
+      api.Call("POST", "/v1/sandboxes", {{"class", "small"}, {"resources", {{"memory_mb", 96}}}});
+  ASSERT_EQ(custom.status, 201) << custom.raw;
+  ApiReply custom_events =
+      api.Call("GET", "/v1/sandboxes/" + custom.body["id"].get<std::string>() + "/events");
+  for (const auto& e : custom_events.body["items"]) EXPECT_NE(e["type"], "bind");
+  EXPECT_EQ(custom.body["resources"]["memory_mb"], 96) << custom.raw;
 }
 
 }  // namespace
