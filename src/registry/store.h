@@ -147,6 +147,9 @@ struct AllocationRecord {
   bool oom = false;
   bool timed_out = false;
   int64_t created_at = 0;
+  // The planner's workload signature (planner/features.h): the key its history is looked up
+  // by. "" for records made without the planner.
+  std::string workload_signature;
 
   bool operator==(const AllocationRecord&) const = default;
 };
@@ -255,6 +258,10 @@ class Store {
   // At most `limit` (>= 1) records of the tenant ("" = every tenant), newest first.
   virtual Result<std::vector<AllocationRecord>> ListAllocations(const std::string& tenant_id,
                                                                 int limit) = 0;
+  // At most `limit` (>= 1) records with this workload signature of the tenant ("" = every
+  // tenant), newest first: the planner's usage history (PLAN-4).
+  virtual Result<std::vector<AllocationRecord>> ListAllocationsBySignature(
+      const std::string& tenant_id, const std::string& workload_signature, int limit) = 0;
 };
 
 }  // namespace paddock::registry

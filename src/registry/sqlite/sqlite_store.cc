@@ -129,6 +129,14 @@ CREATE TABLE sandbox_allocation (
 ) STRICT;
 CREATE INDEX sandbox_allocation_by_tenant ON sandbox_allocation(tenant_id, id);
 )sql"},
+    // The planner's history is looked up per (tenant, workload signature), newest first; the
+    // second index serves the all-tenants lookup.
+    {2, "allocation workload signature", R"sql(
+ALTER TABLE sandbox_allocation ADD COLUMN workload_signature TEXT NOT NULL DEFAULT '';
+CREATE INDEX sandbox_allocation_by_signature
+  ON sandbox_allocation(tenant_id, workload_signature, id);
+CREATE INDEX sandbox_allocation_by_signature_all ON sandbox_allocation(workload_signature, id);
+)sql"},
 };
 
 constexpr int kBusyTimeoutMs = 5000;
@@ -428,7 +436,7 @@ EventRecord ReadEvent(const sqlite_internal::Statement& s) {
 #define PADDOCK_ALLOCATION_COLUMNS                                                            \
   "id, sandbox_id, tenant_id, task_id, planner_input_hash, recommended_class, actual_class, " \
   "reason, confidence, cpu, memory_mb, duration_ms, peak_cpu, peak_memory_mb, oom, "          \
-  "timed_out, created_at"
+  "timed_out, created_at, workload_signature"
 
 AllocationRecord ReadAllocation(const sqlite_internal::Statement& s) {
   AllocationRecord a;
@@ -449,6 +457,7 @@ AllocationRecord ReadAllocation(const sqlite_internal::Statement& s) {
   a.oom = s.Int(14) != 0;
   a.timed_out = s.Int(15) != 0;
   a.created_at = s.Int(16);
+  a.workload_signature = s.Text(17);
   return a;
 }
 
@@ -1149,12 +1158,12 @@ Result<int64_t> SqliteStore::InsertAllocation(const AllocationRecord& a) {
                       "INSERT INTO sandbox_allocation (sandbox_id, tenant_id, task_id, "
                       "planner_input_hash, recommended_class, actual_class, reason, confidence, "
                       "cpu, memory_mb, duration_ms, peak_cpu, peak_memory_mb, oom, timed_out, "
-                      "created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, "
-                      "?13, ?14, ?15, ?16) RETURNING id"));
+                      "created_at, workload_signature) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, "
+                      "?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17) RETURNING id"));
   PADDOCK_RETURN_IF_ERROR(s.Bind(a.sandbox_id, a.tenant_id, a.task_id, a.planner_input_hash,
                                  a.recommended_class, a.actual_class, a.reason, a.confidence, a.cpu,
                                  a.memory_mb, a.duration_ms, a.peak_cpu, a.peak_memory_mb, a.oom,
-                                 a.timed_out, a.created_at));
+                                 a.timed_out, a.created_at, a.workload_signature));
   PADDOCK_ASSIGN_OR_RETURN(bool row, s.Step());
   if (!row) return Internal("insert allocation: no id returned");
   int64_t id = s.Int(0);
@@ -1177,6 +1186,35 @@ Result<std::vector<AllocationRecord>> SqliteStore::ListAllocations(const std::st
     PADDOCK_ASSIGN_OR_RETURN(bool row, s.Step());
     if (!row) break;
     out.push_back(ReadAllocation(s));
+  }
+  return out;
+}
+
+Result<std::vector<AllocationRecord>> SqliteStore::ListAllocationsBySignature(
+    const std::string& tenant_id, const std::string& workload_signature, int limit) {
+  const char* op = "list allocations by signature";
+  PADDOCK_RETURN_IF_ERROR(CheckLimit(op, limit));
+  std::lock_guard lock(mu_);
+  // Two statements rather than "(?1 = '' OR tenant_id = ?1)": with the OR, SQLite cannot use
+  // the (tenant_id, workload_signature, id) index for the per-tenant lookup the planner makes.
+  std::optional<Stmt> s;
+  if (tenant_id.empty()) {
+    PADDOCK_ASSIGN_OR_RETURN(s, Prepare(op, "SELECT " PADDOCK_ALLOCATION_COLUMNS
+                                            " FROM sandbox_allocation WHERE workload_signature = ?1"
+                                            " ORDER BY id DESC LIMIT ?2"));
+    PADDOCK_RETURN_IF_ERROR(s->Bind(workload_signature, limit));
+  } else {
+    PADDOCK_ASSIGN_OR_RETURN(
+        s, Prepare(op, "SELECT " PADDOCK_ALLOCATION_COLUMNS
+                       " FROM sandbox_allocation WHERE tenant_id = ?1 AND workload_signature = ?2"
+                       " ORDER BY id DESC LIMIT ?3"));
+    PADDOCK_RETURN_IF_ERROR(s->Bind(tenant_id, workload_signature, limit));
+  }
+  std::vector<AllocationRecord> out;
+  for (;;) {
+    PADDOCK_ASSIGN_OR_RETURN(bool row, s->Step());
+    if (!row) break;
+    out.push_back(ReadAllocation(*s));
   }
   return out;
 }

@@ -845,6 +845,85 @@ TEST_F(SqliteStoreTest, AllocationsListNewestFirstPerTenant) {
   EXPECT_EQ(store_->ListAllocations("x' OR '1'='1", 10)->size(), 0u);
 }
 
+TEST_F(SqliteStoreTest, AllocationsBySignatureNewestFirst) {
+  auto add = [&](const std::string& tenant, const std::string& signature, int64_t peak) {
+    AllocationRecord a;
+    a.sandbox_id = "sb-" + std::to_string(peak);
+    a.tenant_id = tenant;
+    a.workload_signature = signature;
+    a.peak_memory_mb = peak;
+    a.created_at = 7000 + peak;
+    auto id = store_->InsertAllocation(a);
+    EXPECT_TRUE(id.ok()) << id.status().ToString();
+    a.id = id.ok() ? *id : 0;
+    return a;
+  };
+  AllocationRecord a1 = add("t1", "ws-a", 1);
+  add("t1", "ws-b", 2);
+  AllocationRecord a3 = add("t1", "ws-a", 3);
+  AllocationRecord a4 = add("t2", "ws-a", 4);
+  AllocationRecord a5 = add("t1", "ws-a", 5);
+
+  auto list = store_->ListAllocationsBySignature("t1", "ws-a", 10);
+  ASSERT_TRUE(list.ok()) << list.status().ToString();
+  EXPECT_EQ(*list, (std::vector<AllocationRecord>{a5, a3, a1}));  // the signature round-trips
+  EXPECT_EQ(store_->ListAllocationsBySignature("t1", "ws-a", 2)->size(), 2u);
+  EXPECT_EQ(*store_->ListAllocationsBySignature("", "ws-a", 10),
+            (std::vector<AllocationRecord>{a5, a4, a3, a1}));
+  EXPECT_TRUE(store_->ListAllocationsBySignature("t1", "ws-zzz", 10)->empty());
+  EXPECT_TRUE(store_->ListAllocationsBySignature("t1", "ws-a' OR '1'='1", 10)->empty());
+  EXPECT_EQ(store_->ListAllocationsBySignature("t1", "ws-a", 0).status().code(),
+            StatusCode::kInvalidArgument);
+  // The per-tenant lookup is served by the new index.
+  sqlite3* db = RawDb();
+  sqlite3_stmt* st = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db,
+                               "EXPLAIN QUERY PLAN SELECT id FROM sandbox_allocation WHERE "
+                               "tenant_id = 't1' AND workload_signature = 'ws-a' ORDER BY id DESC",
+                               -1, &st, nullptr),
+            SQLITE_OK);
+  std::string plan;
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    const unsigned char* detail = sqlite3_column_text(st, 3);
+    if (detail) plan += reinterpret_cast<const char*>(detail);
+  }
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  EXPECT_NE(plan.find("sandbox_allocation_by_signature"), std::string::npos) << plan;
+}
+
+// Migration 2 upgrades a version-1 file in place: existing allocations keep their data and get
+// an empty signature.
+TEST_F(SqliteStoreTest, MigrationTwoUpgradesAVersionOneDatabase) {
+  AllocationRecord old;
+  old.sandbox_id = "sb-old";
+  old.tenant_id = "t1";
+  old.peak_memory_mb = 77;
+  old.created_at = 1;
+  ASSERT_TRUE(store_->InsertAllocation(old).ok());
+  store_.reset();
+  // Turn the file back into a version-1 database.
+  sqlite3* db = RawDb();
+  const char* downgrade =
+      "DROP INDEX sandbox_allocation_by_signature;"
+      "DROP INDEX sandbox_allocation_by_signature_all;"
+      "ALTER TABLE sandbox_allocation DROP COLUMN workload_signature;"
+      "DELETE FROM schema_migrations WHERE version >= 2;";
+  char* err = nullptr;
+  ASSERT_EQ(sqlite3_exec(db, downgrade, nullptr, nullptr, &err), SQLITE_OK) << (err ? err : "");
+  sqlite3_close(db);
+
+  store_ = OpenStore();
+  ASSERT_NE(store_, nullptr);
+  EXPECT_EQ(store_->SchemaVersion(), 2);
+  auto list = store_->ListAllocations("t1", 10);
+  ASSERT_TRUE(list.ok()) << list.status().ToString();
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ((*list)[0].peak_memory_mb, 77);
+  EXPECT_EQ((*list)[0].workload_signature, "");
+  EXPECT_EQ(store_->ListAllocationsBySignature("t1", "", 10)->size(), 1u);
+}
+
 }  // namespace
 }  // namespace paddock::registry
 
