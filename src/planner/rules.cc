@@ -1,0 +1,534 @@
+#include "planner/rules.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <initializer_list>
+#include <set>
+
+#include "api/http_client.h"
+#include "common/unique_fd.h"
+#include "common/units.h"
+
+namespace paddock::planner {
+
+namespace {
+
+std::string Child(const std::string& path, std::string_view key) {
+  return path.empty() ? std::string(key) : path + "." + std::string(key);
+}
+
+std::string Element(const std::string& path, size_t i) {
+  return path + "[" + std::to_string(i) + "]";
+}
+
+bool ValidName(const std::string& name) {
+  if (name.empty() || name.size() > 63) return false;
+  auto lower_or_digit = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
+  if (!lower_or_digit(name[0])) return false;
+  return std::all_of(name.begin(), name.end(),
+                     [&](char c) { return lower_or_digit(c) || c == '.' || c == '_' || c == '-'; });
+}
+
+// The strict mapping reader of src/common/config.cc, for this file's keys: unknown and
+// duplicate keys are errors naming their path, getters leave outputs alone when absent.
+class MapReader {
+ public:
+  MapReader(const YAML::Node& node, std::string path) : node_(node), path_(std::move(path)) {}
+
+  Status Check(std::initializer_list<std::string_view> allowed) const {
+    if (!node_.IsMap()) return InvalidArgument(Where() + ": expected a mapping");
+    std::set<std::string> seen;
+    for (const auto& kv : node_) {
+      if (!kv.first.IsScalar()) return InvalidArgument(Where() + ": keys must be plain strings");
+      const std::string& key = kv.first.Scalar();
+      if (std::find(allowed.begin(), allowed.end(), key) == allowed.end())
+        return InvalidArgument(Child(path_, key) + ": unknown key");
+      if (!seen.insert(key).second) return InvalidArgument(Child(path_, key) + ": duplicate key");
+    }
+    return Status::Ok();
+  }
+
+  bool Has(std::string_view key) const { return static_cast<bool>(node_[std::string(key)]); }
+  YAML::Node Get(std::string_view key) const { return node_[std::string(key)]; }
+  std::string PathOf(std::string_view key) const { return Child(path_, key); }
+
+  Status Required(std::string_view key) const {
+    if (!Has(key)) return InvalidArgument(PathOf(key) + ": required");
+    return Status::Ok();
+  }
+
+  Status String(std::string_view key, std::string* out) const {
+    if (!Has(key)) return Status::Ok();
+    PADDOCK_ASSIGN_OR_RETURN(*out, Text(key));
+    if (out->empty()) return InvalidArgument(PathOf(key) + ": must not be empty");
+    return Status::Ok();
+  }
+
+  Status StringList(std::string_view key, std::vector<std::string>* out) const {
+    if (!Has(key)) return Status::Ok();
+    YAML::Node list = Get(key);
+    if (!list.IsSequence()) return InvalidArgument(PathOf(key) + ": expected a list");
+    out->clear();
+    for (size_t i = 0; i < list.size(); ++i) {
+      std::string where = Element(PathOf(key), i);
+      if (!list[i].IsScalar()) return InvalidArgument(where + ": expected a single value");
+      if (list[i].Scalar().empty()) return InvalidArgument(where + ": must not be empty");
+      out->push_back(list[i].Scalar());
+    }
+    return Status::Ok();
+  }
+
+  Status Bool(std::string_view key, bool* out) const {
+    if (!Has(key)) return Status::Ok();
+    PADDOCK_ASSIGN_OR_RETURN(std::string text, Text(key));
+    if (text == "true") {
+      *out = true;
+    } else if (text == "false") {
+      *out = false;
+    } else {
+      return InvalidArgument(PathOf(key) + ": '" + text + "' is not true or false");
+    }
+    return Status::Ok();
+  }
+
+  Status Number(std::string_view key, double min, double max, double* out) const {
+    if (!Has(key)) return Status::Ok();
+    PADDOCK_ASSIGN_OR_RETURN(std::string text, Text(key));
+    std::string_view digits = text;
+    if (!digits.empty() && digits[0] == '-') digits.remove_prefix(1);
+    bool decimal = !digits.empty() && std::all_of(digits.begin(), digits.end(), [](char ch) {
+      return std::isdigit(static_cast<unsigned char>(ch)) || ch == '.';
+    });
+    char* end = nullptr;
+    errno = 0;
+    double v = decimal ? std::strtod(text.c_str(), &end) : 0;
+    if (!decimal || end != text.c_str() + text.size() || errno != 0 || !std::isfinite(v)) {
+      return InvalidArgument(PathOf(key) + ": '" + text + "' is not a number");
+    }
+    if (v < min || v > max) {
+      return InvalidArgument(
+          fmt::format("{}: {} is out of range [{}, {}]", PathOf(key), text, min, max));
+    }
+    *out = v;
+    return Status::Ok();
+  }
+
+  Status Integer(std::string_view key, int64_t min, int64_t max, int64_t* out) const {
+    if (!Has(key)) return Status::Ok();
+    PADDOCK_ASSIGN_OR_RETURN(std::string text, Text(key));
+    int64_t v = 0;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (text.empty() || ec != std::errc() || end != text.data() + text.size()) {
+      return InvalidArgument(PathOf(key) + ": '" + text + "' is not an integer");
+    }
+    if (v < min || v > max) {
+      return InvalidArgument(
+          fmt::format("{}: {} is out of range [{}, {}]", PathOf(key), v, min, max));
+    }
+    *out = v;
+    return Status::Ok();
+  }
+
+  Status Size(std::string_view key, uint64_t* out) const {
+    if (!Has(key)) return Status::Ok();
+    PADDOCK_ASSIGN_OR_RETURN(std::string text, Text(key));
+    PADDOCK_ASSIGN_OR_RETURN(uint64_t v, ParseSize(text, PathOf(key)));
+    if (v == 0) return InvalidArgument(PathOf(key) + ": must be greater than 0");
+    *out = v;
+    return Status::Ok();
+  }
+
+  // A duration in whole seconds within (0, max_seconds].
+  Status Seconds(std::string_view key, int64_t max_seconds, int64_t* out) const {
+    if (!Has(key)) return Status::Ok();
+    PADDOCK_ASSIGN_OR_RETURN(std::string text, Text(key));
+    PADDOCK_ASSIGN_OR_RETURN(std::chrono::milliseconds v, ParseDuration(text, PathOf(key)));
+    int64_t s = v.count() / 1000;
+    if (s <= 0) return InvalidArgument(PathOf(key) + ": must be at least 1s");
+    if (s > max_seconds) {
+      return InvalidArgument(
+          fmt::format("{}: {} is longer than the maximum {}s", PathOf(key), text, max_seconds));
+    }
+    *out = s;
+    return Status::Ok();
+  }
+
+  Status Duration(std::string_view key, std::chrono::milliseconds* out) const {
+    if (!Has(key)) return Status::Ok();
+    PADDOCK_ASSIGN_OR_RETURN(std::string text, Text(key));
+    PADDOCK_ASSIGN_OR_RETURN(std::chrono::milliseconds v, ParseDuration(text, PathOf(key)));
+    if (v.count() <= 0) return InvalidArgument(PathOf(key) + ": must be greater than 0");
+    *out = v;
+    return Status::Ok();
+  }
+
+ private:
+  std::string Where() const { return path_.empty() ? "planner config" : path_; }
+
+  Result<std::string> Text(std::string_view key) const {
+    YAML::Node v = Get(key);
+    if (v.IsNull()) return InvalidArgument(PathOf(key) + ": missing value");
+    if (!v.IsScalar()) return InvalidArgument(PathOf(key) + ": expected a single value");
+    return v.Scalar();
+  }
+
+  const YAML::Node& node_;
+  std::string path_;
+};
+
+bool KnownClass(const std::vector<ResourceClass>& classes, const std::string& name) {
+  return std::any_of(classes.begin(), classes.end(),
+                     [&](const ResourceClass& c) { return c.name == name; });
+}
+
+Status CheckClass(const std::vector<ResourceClass>& classes, const std::string& name,
+                  const std::string& where) {
+  if (!KnownClass(classes, name)) {
+    return InvalidArgument(where + ": unknown resource class '" + name + "'");
+  }
+  return Status::Ok();
+}
+
+Status CheckNetworkProfile(const std::string& profile, const std::string& where) {
+  if (NetworkProfileRank(profile) < 0) {
+    return InvalidArgument(where + ": unknown network profile '" + profile +
+                           "' (known: none, package-registries, web)");
+  }
+  return Status::Ok();
+}
+
+Status ParseTags(const MapReader& r, std::string_view key, std::vector<std::string>* out) {
+  PADDOCK_RETURN_IF_ERROR(r.StringList(key, out));
+  for (size_t i = 0; i < out->size(); ++i) {
+    if (!KnownTags().count((*out)[i])) {
+      return InvalidArgument(Element(r.PathOf(key), i) + ": unknown tag '" + (*out)[i] + "'");
+    }
+  }
+  return Status::Ok();
+}
+
+Status ParseCondition(const YAML::Node& node, const std::string& path, RuleCondition* c) {
+  MapReader r(node, path);
+  PADDOCK_RETURN_IF_ERROR(
+      r.Check({"all_of", "any_of", "none_of", "min_data", "min_repo", "min_duration"}));
+  PADDOCK_RETURN_IF_ERROR(ParseTags(r, "all_of", &c->all_of));
+  PADDOCK_RETURN_IF_ERROR(ParseTags(r, "any_of", &c->any_of));
+  PADDOCK_RETURN_IF_ERROR(ParseTags(r, "none_of", &c->none_of));
+  PADDOCK_RETURN_IF_ERROR(r.Size("min_data", &c->min_data_bytes));
+  PADDOCK_RETURN_IF_ERROR(r.Size("min_repo", &c->min_repo_bytes));
+  PADDOCK_RETURN_IF_ERROR(r.Seconds("min_duration", 365LL * 24 * 3600, &c->min_duration_seconds));
+  // A condition that holds for everything is what default_class is for; as a rule it would
+  // shadow every rule after it.
+  if (c->all_of.empty() && c->any_of.empty() && c->min_data_bytes == 0 && c->min_repo_bytes == 0 &&
+      c->min_duration_seconds == 0) {
+    return InvalidArgument(path +
+                           ": matches every task (give all_of, any_of, min_data, min_repo or "
+                           "min_duration; use default_class for the fallback)");
+  }
+  return Status::Ok();
+}
+
+Status ParseRule(const YAML::Node& node, const std::string& path,
+                 const std::vector<ResourceClass>& classes, PlannerRule* rule) {
+  MapReader r(node, path);
+  PADDOCK_RETURN_IF_ERROR(r.Check({"name", "when", "class", "ttl", "network_profile", "template"}));
+  for (std::string_view key : {"name", "when", "class"}) PADDOCK_RETURN_IF_ERROR(r.Required(key));
+  PADDOCK_RETURN_IF_ERROR(r.String("name", &rule->name));
+  if (!ValidName(rule->name)) {
+    return InvalidArgument(path + ".name: '" + rule->name +
+                           "' is not a valid name ([a-z0-9][a-z0-9._-]*, at most 63)");
+  }
+  PADDOCK_RETURN_IF_ERROR(ParseCondition(r.Get("when"), r.PathOf("when"), &rule->when));
+  PADDOCK_RETURN_IF_ERROR(r.String("class", &rule->class_name));
+  PADDOCK_RETURN_IF_ERROR(CheckClass(classes, rule->class_name, r.PathOf("class")));
+  PADDOCK_RETURN_IF_ERROR(r.Seconds("ttl", kMaxTtlSeconds, &rule->ttl_seconds));
+  PADDOCK_RETURN_IF_ERROR(r.String("network_profile", &rule->network_profile));
+  if (!rule->network_profile.empty()) {
+    PADDOCK_RETURN_IF_ERROR(
+        CheckNetworkProfile(rule->network_profile, r.PathOf("network_profile")));
+  }
+  PADDOCK_RETURN_IF_ERROR(r.String("template", &rule->template_name));
+  if (!rule->template_name.empty() && !ValidName(rule->template_name)) {
+    return InvalidArgument(path + ".template: '" + rule->template_name + "' is not a valid name");
+  }
+  return Status::Ok();
+}
+
+Status ParseHistory(const YAML::Node& node, HistoryConfig* h) {
+  MapReader r(node, "history");
+  PADDOCK_RETURN_IF_ERROR(r.Check(
+      {"min_samples", "headroom", "oom_growth", "max_timeout_rate", "window", "min_memory"}));
+  int64_t n = h->min_samples;
+  PADDOCK_RETURN_IF_ERROR(r.Integer("min_samples", 1, 10'000, &n));
+  h->min_samples = static_cast<int>(n);
+  n = h->window;
+  PADDOCK_RETURN_IF_ERROR(r.Integer("window", 1, 10'000, &n));
+  h->window = static_cast<int>(n);
+  if (h->min_samples > h->window) {
+    return InvalidArgument("history.min_samples: larger than history.window");
+  }
+  PADDOCK_RETURN_IF_ERROR(r.Number("headroom", 1.0, 10.0, &h->headroom));
+  PADDOCK_RETURN_IF_ERROR(r.Number("oom_growth", 1.0, 10.0, &h->oom_growth));
+  PADDOCK_RETURN_IF_ERROR(r.Number("max_timeout_rate", 0.0, 1.0, &h->max_timeout_rate));
+  uint64_t min_memory = static_cast<uint64_t>(h->min_memory_mb) << 20;
+  PADDOCK_RETURN_IF_ERROR(r.Size("min_memory", &min_memory));
+  h->min_memory_mb = static_cast<int64_t>(min_memory >> 20);
+  if (h->min_memory_mb < 1) return InvalidArgument("history.min_memory: must be at least 1MiB");
+  return Status::Ok();
+}
+
+// Applies the keys present in `node` on top of `*p` (which starts as the defaults).
+Status ParseTenantPolicy(const YAML::Node& node, const std::string& path,
+                         const std::vector<ResourceClass>& classes, TenantPolicy* p) {
+  MapReader r(node, path);
+  PADDOCK_RETURN_IF_ERROR(r.Check({"allowed_classes", "max_cpu", "max_memory", "max_disk",
+                                   "max_ttl", "max_network_profile", "templates", "on_violation"}));
+  PADDOCK_RETURN_IF_ERROR(r.StringList("allowed_classes", &p->allowed_classes));
+  if (r.Has("allowed_classes")) {
+    if (p->allowed_classes.empty()) {
+      return InvalidArgument(r.PathOf("allowed_classes") + ": must name at least one class");
+    }
+    for (size_t i = 0; i < p->allowed_classes.size(); ++i) {
+      PADDOCK_RETURN_IF_ERROR(
+          CheckClass(classes, p->allowed_classes[i], Element(r.PathOf("allowed_classes"), i)));
+    }
+  }
+  if (r.Has("max_cpu")) {
+    PADDOCK_RETURN_IF_ERROR(r.Number("max_cpu", 0.01, 4096, &p->max_cpu));
+  }
+  PADDOCK_RETURN_IF_ERROR(r.Size("max_memory", &p->max_memory_bytes));
+  PADDOCK_RETURN_IF_ERROR(r.Size("max_disk", &p->max_disk_bytes));
+  if (r.Has("max_disk") && p->max_disk_bytes < (1ull << 30)) {
+    return InvalidArgument(r.PathOf("max_disk") + ": must be at least 1GiB");
+  }
+  if (r.Has("max_memory") && p->max_memory_bytes < (1ull << 20)) {
+    return InvalidArgument(r.PathOf("max_memory") + ": must be at least 1MiB");
+  }
+  PADDOCK_RETURN_IF_ERROR(r.Seconds("max_ttl", kMaxTtlSeconds, &p->max_ttl_seconds));
+  PADDOCK_RETURN_IF_ERROR(r.String("max_network_profile", &p->max_network_profile));
+  PADDOCK_RETURN_IF_ERROR(
+      CheckNetworkProfile(p->max_network_profile, r.PathOf("max_network_profile")));
+  PADDOCK_RETURN_IF_ERROR(r.StringList("templates", &p->templates));
+  for (size_t i = 0; i < p->templates.size(); ++i) {
+    if (!ValidName(p->templates[i])) {
+      return InvalidArgument(Element(r.PathOf("templates"), i) + ": '" + p->templates[i] +
+                             "' is not a valid name");
+    }
+  }
+  if (r.Has("on_violation")) {
+    std::string v;
+    PADDOCK_RETURN_IF_ERROR(r.String("on_violation", &v));
+    if (v == "clamp") {
+      p->on_violation = OnViolation::kClamp;
+    } else if (v == "deny") {
+      p->on_violation = OnViolation::kDeny;
+    } else {
+      return InvalidArgument(r.PathOf("on_violation") + ": '" + v + "' is not one of clamp, deny");
+    }
+  }
+  return Status::Ok();
+}
+
+Status ParsePolicy(const YAML::Node& node, const std::vector<ResourceClass>& classes,
+                   PolicyConfig* policy) {
+  MapReader r(node, "policy");
+  PADDOCK_RETURN_IF_ERROR(r.Check({"default", "tenants"}));
+  if (r.Has("default")) {
+    PADDOCK_RETURN_IF_ERROR(
+        ParseTenantPolicy(r.Get("default"), "policy.default", classes, &policy->defaults));
+  }
+  if (r.Has("tenants")) {
+    YAML::Node tenants = r.Get("tenants");
+    if (tenants.IsNull()) return Status::Ok();
+    if (!tenants.IsMap()) return InvalidArgument("policy.tenants: expected a mapping");
+    for (const auto& kv : tenants) {
+      if (!kv.first.IsScalar() || kv.first.Scalar().empty()) {
+        return InvalidArgument("policy.tenants: keys must be tenant ids or names");
+      }
+      const std::string& key = kv.first.Scalar();
+      if (policy->tenants.count(key)) {
+        return InvalidArgument("policy.tenants." + key + ": duplicate key");
+      }
+      TenantPolicy p = policy->defaults;
+      PADDOCK_RETURN_IF_ERROR(ParseTenantPolicy(kv.second, "policy.tenants." + key, classes, &p));
+      policy->tenants.emplace(key, std::move(p));
+    }
+  }
+  return Status::Ok();
+}
+
+Status ParseExternal(const YAML::Node& node, ExternalPlannerConfig* e) {
+  MapReader r(node, "external");
+  PADDOCK_RETURN_IF_ERROR(r.Check({"enabled", "url", "path", "model", "api_key", "api_key_env",
+                                   "timeout", "max_response_bytes"}));
+  PADDOCK_RETURN_IF_ERROR(r.Bool("enabled", &e->enabled));
+  PADDOCK_RETURN_IF_ERROR(r.String("url", &e->url));
+  PADDOCK_RETURN_IF_ERROR(r.String("path", &e->path));
+  PADDOCK_RETURN_IF_ERROR(r.String("model", &e->model));
+  PADDOCK_RETURN_IF_ERROR(r.String("api_key", &e->api_key));
+  PADDOCK_RETURN_IF_ERROR(r.String("api_key_env", &e->api_key_env));
+  PADDOCK_RETURN_IF_ERROR(r.Duration("timeout", &e->timeout));
+  PADDOCK_RETURN_IF_ERROR(r.Size("max_response_bytes", &e->max_response_bytes));
+  if (e->path.empty() || e->path[0] != '/') {
+    return InvalidArgument("external.path: '" + e->path + "' must start with '/'");
+  }
+  if (!e->api_key.empty() && !e->api_key_env.empty()) {
+    return InvalidArgument("external.api_key: give api_key or api_key_env, not both");
+  }
+  if (e->timeout > std::chrono::minutes(5)) {
+    return InvalidArgument("external.timeout: longer than 5m (planning blocks sandbox creation)");
+  }
+  if (e->enabled) {
+    PADDOCK_RETURN_IF_ERROR(r.Required("url"));
+    PADDOCK_RETURN_IF_ERROR(r.Required("model"));
+  }
+  if (!e->url.empty()) {
+    Result<api::BaseUrl> url = api::ParseBaseUrl(e->url);
+    if (!url.ok()) return InvalidArgument("external.url: " + url.status().message());
+  }
+  return Status::Ok();
+}
+
+Result<PlannerConfig> ParseRoot(const YAML::Node& root, const std::vector<ResourceClass>& classes) {
+  if (classes.empty()) return InvalidArgument("planner config: no resource classes configured");
+  MapReader r(root, "");
+  PADDOCK_RETURN_IF_ERROR(r.Check({"default_class", "default_ttl", "default_network_profile",
+                                   "rules", "history", "policy", "external"}));
+  PlannerConfig c = MinimalPlannerConfig(classes);
+  PADDOCK_RETURN_IF_ERROR(r.Required("default_class"));
+  PADDOCK_RETURN_IF_ERROR(r.Required("rules"));
+  PADDOCK_RETURN_IF_ERROR(r.String("default_class", &c.default_class));
+  PADDOCK_RETURN_IF_ERROR(CheckClass(classes, c.default_class, "default_class"));
+  PADDOCK_RETURN_IF_ERROR(r.Seconds("default_ttl", kMaxTtlSeconds, &c.default_ttl_seconds));
+  PADDOCK_RETURN_IF_ERROR(r.String("default_network_profile", &c.default_network_profile));
+  PADDOCK_RETURN_IF_ERROR(
+      CheckNetworkProfile(c.default_network_profile, "default_network_profile"));
+
+  YAML::Node rules = r.Get("rules");
+  if (!rules.IsSequence()) return InvalidArgument("rules: expected a list");
+  std::set<std::string> names;
+  for (size_t i = 0; i < rules.size(); ++i) {
+    PlannerRule rule;
+    PADDOCK_RETURN_IF_ERROR(ParseRule(rules[i], Element("rules", i), classes, &rule));
+    if (!names.insert(rule.name).second) {
+      return InvalidArgument(Element("rules", i) + ".name: duplicate rule '" + rule.name + "'");
+    }
+    c.rules.push_back(std::move(rule));
+  }
+  if (r.Has("history")) PADDOCK_RETURN_IF_ERROR(ParseHistory(r.Get("history"), &c.history));
+  if (r.Has("policy")) PADDOCK_RETURN_IF_ERROR(ParsePolicy(r.Get("policy"), classes, &c.policy));
+  if (r.Has("external")) PADDOCK_RETURN_IF_ERROR(ParseExternal(r.Get("external"), &c.external));
+  return c;
+}
+
+}  // namespace
+
+const char* OnViolationName(OnViolation v) { return v == OnViolation::kDeny ? "deny" : "clamp"; }
+
+const TenantPolicy& PolicyConfig::ForTenant(std::string_view tenant_id,
+                                            std::string_view tenant_name) const {
+  if (!tenant_id.empty()) {
+    auto it = tenants.find(std::string(tenant_id));
+    if (it != tenants.end()) return it->second;
+  }
+  if (!tenant_name.empty()) {
+    auto it = tenants.find(std::string(tenant_name));
+    if (it != tenants.end()) return it->second;
+  }
+  return defaults;
+}
+
+std::string PolicyConfig::KeyFor(std::string_view tenant_id, std::string_view tenant_name) const {
+  if (!tenant_id.empty() && tenants.count(std::string(tenant_id))) return std::string(tenant_id);
+  if (!tenant_name.empty() && tenants.count(std::string(tenant_name))) {
+    return std::string(tenant_name);
+  }
+  return "";
+}
+
+bool RuleMatches(const RuleCondition& when, const WorkloadFeatures& features,
+                 const PlanRequest& request) {
+  for (const std::string& t : when.all_of) {
+    if (!features.Has(t)) return false;
+  }
+  if (!when.any_of.empty() && std::none_of(when.any_of.begin(), when.any_of.end(),
+                                           [&](const std::string& t) { return features.Has(t); })) {
+    return false;
+  }
+  for (const std::string& t : when.none_of) {
+    if (features.Has(t)) return false;
+  }
+  if (when.min_data_bytes > 0 && features.data_bytes < when.min_data_bytes) return false;
+  if (when.min_repo_bytes > 0 && request.repo_size_bytes.value_or(0) < when.min_repo_bytes) {
+    return false;
+  }
+  if (when.min_duration_seconds > 0 &&
+      request.expected_duration_seconds.value_or(0) < when.min_duration_seconds) {
+    return false;
+  }
+  return true;
+}
+
+const PlannerRule* FirstMatchingRule(const PlannerConfig& config, const WorkloadFeatures& features,
+                                     const PlanRequest& request) {
+  for (const PlannerRule& rule : config.rules) {
+    if (RuleMatches(rule.when, features, request)) return &rule;
+  }
+  return nullptr;
+}
+
+Result<PlannerConfig> ParsePlannerConfig(std::string_view yaml,
+                                         const std::vector<ResourceClass>& classes) {
+  try {
+    YAML::Node root = YAML::Load(std::string(yaml));
+    if (root.IsNull()) return InvalidArgument("default_class: required");
+    return ParseRoot(root, classes);
+  } catch (const YAML::Exception& e) {
+    if (e.mark.is_null()) return InvalidArgument("yaml: " + e.msg);
+    return InvalidArgument(
+        fmt::format("yaml: line {}, column {}: {}", e.mark.line + 1, e.mark.column + 1, e.msg));
+  } catch (const std::exception& e) {
+    return InvalidArgument(std::string("yaml: ") + e.what());
+  }
+}
+
+Result<PlannerConfig> LoadPlannerConfigFile(const std::string& path,
+                                            const std::vector<ResourceClass>& classes) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return ErrnoStatus("open planner config " + path);
+  std::string text;
+  char buf[16384];
+  for (;;) {
+    ssize_t n = ::read(fd.get(), buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return ErrnoStatus("read planner config " + path);
+    if (n == 0) break;
+    text.append(buf, static_cast<size_t>(n));
+    if (text.size() > (16u << 20)) return InvalidArgument(path + ": larger than 16 MiB");
+  }
+  Result<PlannerConfig> config = ParsePlannerConfig(text, classes);
+  if (!config.ok()) {
+    return Status(config.status().code(), path + ": " + config.status().message());
+  }
+  return config;
+}
+
+PlannerConfig MinimalPlannerConfig(const std::vector<ResourceClass>& classes) {
+  PlannerConfig c;
+  const ResourceClass* smallest = nullptr;
+  for (const ResourceClass& rc : classes) {
+    c.policy.defaults.allowed_classes.push_back(rc.name);
+    if (!smallest || rc.memory_bytes < smallest->memory_bytes) smallest = &rc;
+  }
+  if (smallest) c.default_class = smallest->name;
+  return c;
+}
+
+}  // namespace paddock::planner
