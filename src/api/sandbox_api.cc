@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/auth.h"
+#include "api/planning.h"
 #include "common/random.h"
 
 namespace paddock::api {
@@ -93,7 +94,9 @@ json SandboxJson(const registry::SandboxRecord& r) {
       {"expiry_action", r.expiry_action},
       {"last_lease_version", r.lease_counter},
       {"tainted", r.tainted},
-      {"metadata", metadata.is_discarded() ? json::object() : metadata}};
+      {"metadata", metadata.is_discarded() ? json::object() : metadata},
+      {"plan",
+       json::parse(r.plan, nullptr, false).is_object() ? json::parse(r.plan) : json::object()}};
 }
 
 json LeaseJson(const registry::LeaseRecord& l) {
@@ -334,63 +337,123 @@ Status Api::Register() {
                                   {"from_pool", got->from_pool}}));
       })));
 
+  // Sizing telemetry (PLAN-4): one record per ended lease, newest first; a tenant sees its own,
+  // the admin everyone's.
+  PADDOCK_RETURN_IF_ERROR(s.Route(
+      "GET", "/v1/allocations",
+      WithAuth([this](const Principal& who, const Request& req, ResponseWriter& w) {
+        int limit = 100;
+        if (auto l = req.Query("limit")) {
+          char* end = nullptr;
+          long v = std::strtol(l->c_str(), &end, 10);
+          if (l->empty() || *end != '\0' || v < 1 || v > 1000)
+            return SendStatus(w, InvalidArgument("limit: must be between 1 and 1000"));
+          limit = static_cast<int>(v);
+        }
+        auto rows = ctx_.store->ListAllocations(who.admin ? "" : who.tenant_id, limit);
+        if (!rows.ok()) return SendStatus(w, rows.status());
+        json items = json::array();
+        for (const auto& a : *rows) {
+          items.push_back({{"sandbox_id", a.sandbox_id},
+                           {"tenant_id", a.tenant_id},
+                           {"task_id", a.task_id},
+                           {"planner_input_hash", a.planner_input_hash},
+                           {"workload_signature", a.workload_signature},
+                           {"recommended_class", a.recommended_class},
+                           {"actual_class", a.actual_class},
+                           {"reason", a.reason},
+                           {"confidence", a.confidence},
+                           {"cpu", a.cpu},
+                           {"memory_mb", a.memory_mb},
+                           {"duration_ms", a.duration_ms},
+                           {"peak_cpu", a.peak_cpu},
+                           {"peak_memory_mb", a.peak_memory_mb},
+                           {"oom", a.oom},
+                           {"timed_out", a.timed_out},
+                           {"created_at_ms", a.created_at}});
+        }
+        w.Send(JsonResponse(200, {{"items", items}}));
+      })));
+
+  // Dry run of the planner and the policy guard: what a create with this intent would get.
   PADDOCK_RETURN_IF_ERROR(
-      s.Route("POST", "/v1/sandboxes",
-              WithAuth([&mgr](const Principal& who, const Request& req, ResponseWriter& w) {
+      s.Route("POST", "/v1/plan",
+              WithAuth([this](const Principal& who, const Request& req, ResponseWriter& w) {
                 auto body = ParseBody(req);
                 if (!body.ok()) return SendStatus(w, body.status());
-                const json& b = *body;
-                lifecycle::CreateSandboxRequest cr;
-                auto fail = [&](const Status& st) { SendStatus(w, st); };
-                auto cls = OptString(b, "class", 64);
-                if (!cls.ok()) return fail(cls.status());
-                if (*cls) cr.resource_class = **cls;
-                auto tpl = OptString(b, "template", 64);
-                if (!tpl.ok()) return fail(tpl.status());
-                if (*tpl) cr.template_name = **tpl;
-                if (b.contains("resources")) {
-                  const json& r = b["resources"];
-                  if (!r.is_object()) return fail(InvalidArgument("resources: must be an object"));
-                  auto cpus = OptNumber(r, "cpus", 0.01, 1024);
-                  if (!cpus.ok())
-                    return fail(InvalidArgument("resources." + cpus.status().message()));
-                  cr.cpus = *cpus;
-                  auto mem = OptInt(r, "memory_mb", 1, int64_t{1} << 30);
-                  if (!mem.ok())
-                    return fail(InvalidArgument("resources." + mem.status().message()));
-                  if (*mem) cr.memory_bytes = static_cast<uint64_t>(**mem) << 20;
-                  auto disk = OptInt(r, "disk_mb", 1, int64_t{1} << 30);
-                  if (!disk.ok())
-                    return fail(InvalidArgument("resources." + disk.status().message()));
-                  if (*disk) cr.disk_bytes = static_cast<uint64_t>(**disk) << 20;
-                  auto pids = OptInt(r, "pids", 1, 1 << 20);
-                  if (!pids.ok())
-                    return fail(InvalidArgument("resources." + pids.status().message()));
-                  if (*pids) cr.pids = static_cast<uint32_t>(**pids);
-                }
-                auto ttl = OptInt(b, "ttl_seconds", 0, 30 * 86400);
-                if (!ttl.ok()) return fail(ttl.status());
-                if (*ttl) cr.ttl_ms = **ttl * 1000;
-                auto idle = OptInt(b, "idle_timeout_seconds", 0, 30 * 86400);
-                if (!idle.ok()) return fail(idle.status());
-                if (*idle) cr.idle_timeout_ms = **idle * 1000;
-                auto env = StringMap(b, "env");
-                if (!env.ok()) return fail(env.status());
-                cr.env = *env;
-                auto session = OptString(b, "session_id", 128);
-                if (!session.ok()) return fail(session.status());
-                if (*session) cr.session_id = **session;
-                if (b.contains("metadata")) {
-                  if (!b["metadata"].is_object())
-                    return fail(InvalidArgument("metadata: must be an object"));
-                  cr.metadata_json = b["metadata"].dump();
-                  if (cr.metadata_json.size() > 16384)
-                    return fail(InvalidArgument("metadata: too large"));
-                }
-                auto rec = mgr.Create(who, cr, req.request_id);
-                if (!rec.ok()) return fail(rec.status());
-                w.Send(JsonResponse(201, SandboxJson(*rec)));
+                if (!ctx_.planner) return SendStatus(w, Unimplemented("no planner configured"));
+                auto plan = PlanForTenant(*ctx_.planner, *ctx_.store, who, *body, "");
+                if (!plan.ok()) return SendStatus(w, plan.status());
+                w.Send(JsonResponse(200, plan->ToJson()));
               })));
+
+  PADDOCK_RETURN_IF_ERROR(s.Route(
+      "POST", "/v1/sandboxes",
+      WithAuth([this, &mgr](const Principal& who, const Request& req, ResponseWriter& w) {
+        auto body = ParseBody(req);
+        if (!body.ok()) return SendStatus(w, body.status());
+        const json& b = *body;
+        lifecycle::CreateSandboxRequest cr;
+        auto fail = [&](const Status& st) { SendStatus(w, st); };
+        // A task description instead of a class: the planner recommends, the policy
+        // guard decides (PLAN-2); the caller cannot also pick the size.
+        if (b.contains("intent")) {
+          if (b.contains("class") || b.contains("resources") || b.contains("template"))
+            return fail(
+                InvalidArgument("intent: cannot be combined with class, resources or template"));
+          if (!ctx_.planner) return fail(Unimplemented("intent: no planner configured"));
+          auto plan = PlanForTenant(*ctx_.planner, *ctx_.store, who, b["intent"], "intent");
+          if (!plan.ok()) return fail(plan.status());
+          auto ttl = OptInt(b, "ttl_seconds", 0, 30 * 86400);
+          if (!ttl.ok()) return fail(ttl.status());
+          if (*ttl) cr.ttl_ms = **ttl * 1000;
+          if (Status st = ApplyPlan(*plan, mgr.config(), req.request_id, &cr); !st.ok())
+            return fail(st);
+        }
+        auto cls = OptString(b, "class", 64);
+        if (!cls.ok()) return fail(cls.status());
+        if (*cls) cr.resource_class = **cls;
+        auto tpl = OptString(b, "template", 64);
+        if (!tpl.ok()) return fail(tpl.status());
+        if (*tpl) cr.template_name = **tpl;
+        if (b.contains("resources")) {
+          const json& r = b["resources"];
+          if (!r.is_object()) return fail(InvalidArgument("resources: must be an object"));
+          auto cpus = OptNumber(r, "cpus", 0.01, 1024);
+          if (!cpus.ok()) return fail(InvalidArgument("resources." + cpus.status().message()));
+          cr.cpus = *cpus;
+          auto mem = OptInt(r, "memory_mb", 1, int64_t{1} << 30);
+          if (!mem.ok()) return fail(InvalidArgument("resources." + mem.status().message()));
+          if (*mem) cr.memory_bytes = static_cast<uint64_t>(**mem) << 20;
+          auto disk = OptInt(r, "disk_mb", 1, int64_t{1} << 30);
+          if (!disk.ok()) return fail(InvalidArgument("resources." + disk.status().message()));
+          if (*disk) cr.disk_bytes = static_cast<uint64_t>(**disk) << 20;
+          auto pids = OptInt(r, "pids", 1, 1 << 20);
+          if (!pids.ok()) return fail(InvalidArgument("resources." + pids.status().message()));
+          if (*pids) cr.pids = static_cast<uint32_t>(**pids);
+        }
+        auto ttl = OptInt(b, "ttl_seconds", 0, 30 * 86400);
+        if (!ttl.ok()) return fail(ttl.status());
+        if (*ttl && !b.contains("intent")) cr.ttl_ms = **ttl * 1000;
+        auto idle = OptInt(b, "idle_timeout_seconds", 0, 30 * 86400);
+        if (!idle.ok()) return fail(idle.status());
+        if (*idle) cr.idle_timeout_ms = **idle * 1000;
+        auto env = StringMap(b, "env");
+        if (!env.ok()) return fail(env.status());
+        cr.env = *env;
+        auto session = OptString(b, "session_id", 128);
+        if (!session.ok()) return fail(session.status());
+        if (*session) cr.session_id = **session;
+        if (b.contains("metadata")) {
+          if (!b["metadata"].is_object())
+            return fail(InvalidArgument("metadata: must be an object"));
+          cr.metadata_json = b["metadata"].dump();
+          if (cr.metadata_json.size() > 16384) return fail(InvalidArgument("metadata: too large"));
+        }
+        auto rec = mgr.Create(who, cr, req.request_id);
+        if (!rec.ok()) return fail(rec.status());
+        w.Send(JsonResponse(201, SandboxJson(*rec)));
+      })));
 
   PADDOCK_RETURN_IF_ERROR(
       s.Route("GET", "/v1/sandboxes",

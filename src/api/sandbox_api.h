@@ -9,6 +9,7 @@
 #include "api/metrics.h"
 #include "common/clock.h"
 #include "lifecycle/sandbox_manager.h"
+#include "planner/planner_stack.h"
 #include "registry/store.h"
 
 namespace paddock::api {
@@ -22,6 +23,9 @@ struct ApiContext {
   registry::Store* store = nullptr;
   MetricsRegistry* metrics = nullptr;
   const Clock* clock = nullptr;
+  // Resource planner and policy guard for creates that describe a task instead of naming a
+  // class, and for POST /v1/plan. Null: those answer 501.
+  const planner::PlannerStack* planner = nullptr;
   // Readiness: true once the start-up reconciliation has finished.
   std::function<bool()> ready;
 };

@@ -362,7 +362,7 @@ Result<PaddockConfig> ParseRoot(const YAML::Node& root) {
   if (root.IsNull()) return c;  // an empty file: all defaults
   MapReader r(root, "");
   PADDOCK_RETURN_IF_ERROR(r.Check({"server", "data_dir", "state_dir", "resource_classes", "pools",
-                                   "lifecycle", "leases", "exec", "registry"}));
+                                   "lifecycle", "leases", "exec", "registry", "planner_config"}));
   if (r.Has("server")) PADDOCK_RETURN_IF_ERROR(ParseServer(r.Get("server"), &c.server));
   PADDOCK_RETURN_IF_ERROR(ParseDirectory(r, "data_dir", &c.data_dir));
   PADDOCK_RETURN_IF_ERROR(ParseDirectory(r, "state_dir", &c.state_dir));
@@ -378,6 +378,8 @@ Result<PaddockConfig> ParseRoot(const YAML::Node& root) {
   if (r.Has("leases")) PADDOCK_RETURN_IF_ERROR(ParseLeases(r.Get("leases"), &c.leases));
   if (r.Has("exec")) PADDOCK_RETURN_IF_ERROR(ParseExec(r.Get("exec"), &c.exec));
   if (r.Has("registry")) PADDOCK_RETURN_IF_ERROR(ParseRegistry(r.Get("registry"), &c.registry));
+  if (r.Has("planner_config"))
+    PADDOCK_RETURN_IF_ERROR(ParseDirectory(r, "planner_config", &c.planner_config));
   PADDOCK_RETURN_IF_ERROR(Validate(c));
   return c;
 }

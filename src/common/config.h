@@ -99,6 +99,8 @@ struct PaddockConfig {
   LeaseConfig leases;
   ExecConfig exec;
   RegistryConfig registry;
+  // planner.yaml (resource planner rules and tenant policies); "" = the shipped one.
+  std::string planner_config;
 
   // The class named `name`, or nullptr. The pointer is valid until resource_classes changes.
   const ResourceClass* FindClass(std::string_view name) const;

@@ -28,6 +28,9 @@
 #include "common/config.h"
 #include "common/units.h"
 #include "lifecycle/sandbox_manager.h"
+#include "planner/default_config.h"
+#include "planner/history.h"
+#include "planner/planner_stack.h"
 #include "registry/sqlite/sqlite_store.h"
 #include "runtime/linux/linux_runtime.h"
 #include "runtime/linux/template_store.h"
@@ -156,7 +159,8 @@ int Serve(const std::string& data_dir_flag, const std::string& state_dir_flag,
   ::chmod(cfg.data_dir.c_str(), 0711);
   auto store = paddock::registry::SqliteStore::Open(
       cfg.data_dir + "/registry.db",
-      paddock::registry::SqliteStoreOptions{.fsync_lifecycle = cfg.registry.fsync_lifecycle});
+      paddock::registry::SqliteStoreOptions{.fsync_lifecycle = cfg.registry.fsync_lifecycle,
+                                            .exclusive = true});
   if (!store.ok()) return Fail(store.status());
   paddock::SystemClock clock;
   auto admin_key = paddock::api::BootstrapAdminKey(**store, clock);
@@ -172,6 +176,15 @@ int Serve(const std::string& data_dir_flag, const std::string& state_dir_flag,
   ropts.template_dir = cfg.data_dir + "/templates";
   auto rt = linux::LinuxRuntime::Open(ropts);
   if (!rt.ok()) return Fail(rt.status());
+
+  std::vector<std::string> planner_notes;
+  auto planner_config = paddock::planner::LoadDaemonPlannerConfig(
+      cfg.planner_config, cfg.resource_classes, &planner_notes);
+  if (!planner_config.ok()) return Fail(planner_config.status());
+  for (const auto& note : planner_notes) std::fprintf(stderr, "paddockd: %s\n", note.c_str());
+  paddock::planner::RegistryUsageHistory history(store->get(), planner_config->history.window);
+  paddock::planner::PlannerStack planner =
+      paddock::planner::MakePlannerStack(cfg.resource_classes, *planner_config, &history);
 
   paddock::lifecycle::SandboxManager manager(**store, **rt, cfg, clock);
   // LC-4 at start-up: whatever the last run left behind is reconciled before serving.
@@ -195,6 +208,7 @@ int Serve(const std::string& data_dir_flag, const std::string& state_dir_flag,
   ctx.store = store->get();
   ctx.metrics = &metrics;
   ctx.clock = &clock;
+  ctx.planner = &planner;
   ctx.ready = [] { return true; };
   auto api = paddock::api::SandboxApi::Create(ctx);
   if (!api.ok()) return Fail(api.status());

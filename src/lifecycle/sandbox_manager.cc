@@ -167,23 +167,39 @@ Result<SandboxRecord> SandboxManager::CreateImpl(const Principal& who,
   nlohmann::json env = nlohmann::json::object();
   for (const auto& [k, v] : req.env) env[k] = v;
   rec.env = env.dump();
+  rec.plan = req.plan_json.empty() ? "{}" : req.plan_json;
   // A warm sandbox is the runtime object this request would get anyway when the request asks
   // for the class as it is (POOL-2); its tenant, session, env and lifetime are bound now.
   const bool pool_can_serve = !req.cpus && !req.memory_bytes && !req.disk_bytes && !req.pids &&
                               rec.template_id == cls->template_name;
   if (pool_can_serve) {
-    auto claimed = ClaimFromPool(who, *cls, rec, request_id);
+    auto claimed = ClaimFromPool(who, *cls, rec, req.plan_summary, request_id);
     if (claimed.ok()) {
       if (from_pool) *from_pool = true;
       return claimed;
     }
     if (claimed.status().code() != StatusCode::kNotFound) return claimed.status();
   }
-  return Provision(std::move(rec), request_id);
+  return Provision(std::move(rec), request_id, req.plan_summary);
+}
+
+Status SandboxManager::AppendPlanEvent(const SandboxRecord& rec, const std::string& summary,
+                                       const std::string& request_id) {
+  if (summary.empty()) return Status::Ok();
+  registry::EventRecord ev;
+  ev.sandbox_id = rec.sandbox_id;
+  ev.event_type = "plan";
+  ev.old_state = ev.new_state = rec.state;
+  ev.reason = summary;
+  ev.request_id = request_id;
+  ev.timestamp = clock_.NowMs();
+  ev.metadata = rec.plan;
+  return store_.AppendEvent(ev).status();
 }
 
 Result<SandboxRecord> SandboxManager::ClaimFromPool(const Principal& who, const ResourceClass& cls,
                                                     const SandboxRecord& want,
+                                                    const std::string& plan_summary,
                                                     const std::string& request_id) {
   bool pooled = false;
   for (const auto& pc : config_.pools) pooled |= pc.class_name == cls.name && pc.max > 0;
@@ -197,6 +213,7 @@ Result<SandboxRecord> SandboxManager::ClaimFromPool(const Principal& who, const 
     got.user_id = want.user_id;
     got.env = want.env;
     got.metadata = want.metadata;
+    got.plan = want.plan;
     got.last_active_at = want.last_active_at;
     PADDOCK_ASSIGN_OR_RETURN(got.version, store_.UpdateSandbox(got));
     registry::EventRecord ev;
@@ -206,19 +223,22 @@ Result<SandboxRecord> SandboxManager::ClaimFromPool(const Principal& who, const 
     ev.reason = "warm sandbox bound to tenant " + who.tenant_id;
     ev.request_id = request_id;
     ev.timestamp = clock_.NowMs();
-    return store_.AppendEvent(ev).status();
+    PADDOCK_RETURN_IF_ERROR(store_.AppendEvent(ev).status());
+    return AppendPlanEvent(got, plan_summary, request_id);
   }));
   KickRefill();
   MarkActive(got.sandbox_id);
   return got;
 }
 
-Result<SandboxRecord> SandboxManager::Provision(SandboxRecord rec, const std::string& request_id) {
+Result<SandboxRecord> SandboxManager::Provision(SandboxRecord rec, const std::string& request_id,
+                                                const std::string& plan_summary) {
   std::lock_guard lock(LockFor(rec.sandbox_id));
   // The row and its first transition are one durable write; the runtime work comes after.
   PADDOCK_RETURN_IF_ERROR(store_.RunInTransaction([&]() -> Status {
     PADDOCK_RETURN_IF_ERROR(store_.InsertSandbox(rec));
     PADDOCK_ASSIGN_OR_RETURN(rec, store_.GetSandbox(rec.sandbox_id));
+    PADDOCK_RETURN_IF_ERROR(AppendPlanEvent(rec, plan_summary, request_id));
     return Transition(rec, SandboxState::kProvisioning, "create", request_id);
   }));
   auto created = runtime_.Create(SpecFor(rec));
@@ -354,6 +374,7 @@ Status SandboxManager::HardDestroy(SandboxRecord& rec, const std::string& reason
                                    const std::string& request_id) {
   const SandboxState s = StateOf(rec);
   if (IsTerminal(s)) return Status::Ok();
+  RecordLeaseEnd(rec);  // while the runtime can still report usage; no-op without an open lease
   PADDOCK_RETURN_IF_ERROR(runtime_.Destroy(rec.sandbox_id));
   // A lease dies with its sandbox: a holder coming back gets kConflict from the fence.
   if (auto lease = store_.GetLease(rec.sandbox_id); lease.ok() && lease->released_at == 0) {
@@ -403,6 +424,7 @@ Result<registry::LeaseRecord> SandboxManager::AcquireLease(const Principal& who,
                       "lease_version=" + std::to_string(lease.lease_version), request_id);
   }));
   MarkActive(id);
+  StartLeaseUsage(id);
   return lease;
 }
 
@@ -460,6 +482,7 @@ Status SandboxManager::ReleaseLease(const Principal& who, const std::string& id,
     PADDOCK_RETURN_IF_ERROR(Transition(rec, SandboxState::kSanitizing, reason, request_id));
     return Transition(rec, SandboxState::kReady, "kept", request_id);
   }));
+  RecordLeaseEnd(rec);
   if (kept) return Status::Ok();
   return Recycle(rec, mode, reason, request_id);
 }
@@ -494,7 +517,9 @@ Result<runtime::ExecResult> SandboxManager::Exec(const Principal& who, const std
   // command's path. Activity is kept in memory for the idle timeout instead; a sandbox with a
   // command in flight is never idle, however long the command runs.
   ActivityScope active(*this, id);
-  return runtime_.Exec(id, req, cb);
+  auto result = runtime_.Exec(id, req, cb);
+  if (result.ok()) AddExecUsage(id, *result);
+  return result;
 }
 
 Status SandboxManager::WithFence(const Principal& who, const std::string& id, int64_t lease_version,
@@ -595,6 +620,7 @@ int SandboxManager::ExpireOnce() {
       std::lock_guard lock(LockFor(id));
       auto rec = store_.GetSandbox(id);
       if (!rec.ok() || !IsLeasedState(StateOf(*rec))) continue;
+      RecordLeaseEnd(*rec);
       Status st = Recycle(*rec, RecycleMode::kSoft, "lease expired", "");
       if (!st.ok()) spdlog::warn("lifecycle: recycle {} after lease expiry: {}", id, st.ToString());
       ++acted;
@@ -719,6 +745,72 @@ void SandboxManager::WaitForQuiet(std::chrono::milliseconds limit) {
     if (bg_stop_) return;
     bg_cv_.wait_for(lock, std::chrono::milliseconds(5), [this] { return bg_stop_; });
   }
+}
+
+void SandboxManager::StartLeaseUsage(const std::string& id) {
+  std::lock_guard lock(usage_mu_);
+  lease_usage_[id] = LeaseUsage{.started_ms = clock_.NowMs()};
+}
+
+void SandboxManager::AddExecUsage(const std::string& id, const runtime::ExecResult& r) {
+  std::lock_guard lock(usage_mu_);
+  auto it = lease_usage_.find(id);
+  if (it == lease_usage_.end()) return;
+  LeaseUsage& u = it->second;
+  u.peak_rss_bytes = std::max(u.peak_rss_bytes, r.peak_memory_bytes);
+  u.cpu_seconds += r.cpu_seconds;
+  if (r.wall_seconds > 0.05) u.peak_cpu = std::max(u.peak_cpu, r.cpu_seconds / r.wall_seconds);
+  u.oom |= r.oom_killed;
+  u.timed_out |= r.timed_out;
+  ++u.execs;
+}
+
+void SandboxManager::RecordLeaseEnd(const SandboxRecord& rec) {
+  LeaseUsage u;
+  {
+    std::lock_guard lock(usage_mu_);
+    auto it = lease_usage_.find(rec.sandbox_id);
+    if (it == lease_usage_.end()) return;
+    u = it->second;
+    lease_usage_.erase(it);
+  }
+  registry::AllocationRecord a;
+  a.sandbox_id = rec.sandbox_id;
+  a.tenant_id = rec.tenant_id;
+  a.actual_class = rec.resource_class;
+  a.cpu = rec.cpus;
+  a.memory_mb = rec.memory_mb;
+  const int64_t now = clock_.NowMs();
+  a.duration_ms = now - u.started_ms;
+  a.created_at = now;
+  a.peak_cpu = u.peak_cpu;
+  a.timed_out = u.timed_out;
+  a.oom = u.oom;
+  uint64_t peak = u.peak_rss_bytes;
+  // The sandbox cgroup's peak also counts files on the memory-backed writable layer and every
+  // process at once; it covers the sandbox's whole life, so a kept sandbox's later leases
+  // inherit an earlier lease's peak (an over-estimate, never an under-estimate).
+  if (auto usage = runtime_.Usage(rec.sandbox_id); usage.ok()) {
+    peak = std::max(peak, usage->memory_peak_bytes);
+    a.oom |= usage->oom_kills > 0;
+  }
+  // No command ran: nothing was measured, and the history must not read it as "used nothing".
+  a.peak_memory_mb = u.execs > 0 ? static_cast<int64_t>((peak + (1 << 20) - 1) >> 20) : 0;
+  if (auto plan = nlohmann::json::parse(rec.plan, nullptr, false); plan.is_object()) {
+    const auto& intent = plan.value("intent", nlohmann::json::object());
+    const auto& decision = plan.value("decision", nlohmann::json::object());
+    a.task_id = plan.value("task_id", "");
+    a.recommended_class = intent.value("resource_class", "");
+    a.planner_input_hash = intent.value("input_hash", "");
+    a.workload_signature = intent.value("workload_signature", "");
+    a.confidence = intent.value("confidence", 0.0);
+    std::string reason;
+    for (const auto& r : decision.value("reasons", nlohmann::json::array()))
+      if (r.is_string()) reason += (reason.empty() ? "" : "; ") + r.get<std::string>();
+    a.reason = reason.substr(0, 2048);
+  }
+  if (auto st = store_.InsertAllocation(a); !st.ok())
+    spdlog::warn("lifecycle: allocation record for {}: {}", rec.sandbox_id, st.status().ToString());
 }
 
 void SandboxManager::KickRefill() {

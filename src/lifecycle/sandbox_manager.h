@@ -48,6 +48,11 @@ struct CreateSandboxRequest {
   std::string metadata_json = "{}";
   std::string session_id;
   std::string user_id;
+  // How the request was sized when a planner did it (PLAN-4): a JSON object with "intent" (the
+  // planner's ResourceIntent), "decision" (the policy guard's) and "task_id"; kept on the
+  // sandbox and copied into each lease's allocation record. "" = sized by the caller.
+  std::string plan_json;
+  std::string plan_summary;  // one line for the sandbox's "plan" event
 };
 
 // What happens to a sandbox when its lease is released (LC-3).
@@ -146,7 +151,25 @@ class SandboxManager {
   // metadata and lifetime; kNotFound when the class has no pool or the pool is empty.
   Result<registry::SandboxRecord> ClaimFromPool(const Principal& who, const ResourceClass& cls,
                                                 const registry::SandboxRecord& want,
+                                                const std::string& plan_summary,
                                                 const std::string& request_id);
+  // Appends the "plan" event of a planner-sized create (inside the caller's transaction).
+  Status AppendPlanEvent(const registry::SandboxRecord& rec, const std::string& summary,
+                         const std::string& request_id);
+  // Usage of the current lease, from its execs; written to sandbox_allocation when the lease
+  // ends (release, expiry, destroy) — the telemetry the planner learns from (PLAN-4).
+  struct LeaseUsage {
+    int64_t started_ms = 0;
+    uint64_t peak_rss_bytes = 0;  // largest single process of any exec
+    double cpu_seconds = 0;
+    double peak_cpu = 0;  // highest cores used on average by one exec
+    bool oom = false;
+    bool timed_out = false;
+    int execs = 0;
+  };
+  void StartLeaseUsage(const std::string& id);
+  void AddExecUsage(const std::string& id, const runtime::ExecResult& r);
+  void RecordLeaseEnd(const registry::SandboxRecord& rec);
   // Wakes the background loop for a pool refill only (a claim took a warm member).
   void KickRefill();
   // Waits until no foreground operation (create, lease, exec, files, release) is in flight, or
@@ -163,9 +186,11 @@ class SandboxManager {
   Status Transition(registry::SandboxRecord& rec, SandboxState to, const std::string& reason,
                     const std::string& request_id);
   Status Fence(const registry::SandboxRecord& rec, int64_t lease_version);
-  // Inserts `rec` (state Requested) and provisions it to Ready.
+  // Inserts `rec` (state Requested, with its "plan" event when plan_summary is set) and
+  // provisions it to Ready.
   Result<registry::SandboxRecord> Provision(registry::SandboxRecord rec,
-                                            const std::string& request_id);
+                                            const std::string& request_id,
+                                            const std::string& plan_summary = "");
   int CountInState(const registry::SandboxFilter& filter,
                    const std::function<bool(SandboxState)>& pred);
   runtime::SandboxSpec SpecFor(const registry::SandboxRecord& rec) const;
@@ -195,6 +220,8 @@ class SandboxManager {
   const Clock& clock_;
   std::array<std::mutex, 64> locks_;
   std::atomic<int> foreground_{0};  // foreground operations in flight
+  std::mutex usage_mu_;
+  std::map<std::string, LeaseUsage> lease_usage_;
   std::mutex activity_mu_;
   struct Activity {
     int64_t last_ms = 0;  // last exec/file activity (newer than the registry's last_active_at)

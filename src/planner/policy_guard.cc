@@ -8,6 +8,21 @@
 
 namespace paddock::planner {
 
+nlohmann::json GuardDecisionToJson(const GuardDecision& d) {
+  return {{"allowed", d.allowed},
+          {"resource_class", d.resource_class},
+          {"cpu", d.cpu},
+          {"memory_mb", d.memory_mb},
+          {"disk_gb", d.disk_gb},
+          {"ttl_seconds", d.ttl_seconds},
+          {"runtime", d.runtime},
+          {"template", d.template_name},
+          {"network_profile", d.network_profile},
+          {"clamped", d.clamped},
+          {"reasons", d.reasons},
+          {"denial", d.denial}};
+}
+
 namespace {
 
 constexpr uint64_t kMiB = 1ull << 20;

@@ -15,6 +15,7 @@
 // allocation.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,10 @@ struct GuardDecision {
 
   bool operator==(const GuardDecision&) const = default;
 };
+
+// {"allowed", "resource_class", "cpu", "memory_mb", "disk_gb", "ttl_seconds", "runtime",
+//  "template", "network_profile", "clamped", "reasons", "denial"}.
+nlohmann::json GuardDecisionToJson(const GuardDecision& decision);
 
 class PolicyGuard {
  public:

@@ -71,6 +71,9 @@ struct SandboxRecord {
   std::string pool;           // warm-pool class while an unleased warm member, else ""
   std::string metadata = "{}";
   std::string env = "{}";
+  // How the sandbox was sized: the planner's intent and the policy guard's decision (JSON
+  // object; "{}" when the caller named a class itself).
+  std::string plan = "{}";
 
   bool operator==(const SandboxRecord&) const = default;
 };

@@ -137,6 +137,9 @@ CREATE INDEX sandbox_allocation_by_signature
   ON sandbox_allocation(tenant_id, workload_signature, id);
 CREATE INDEX sandbox_allocation_by_signature_all ON sandbox_allocation(workload_signature, id);
 )sql"},
+    {3, "sandbox plan decision", R"sql(
+ALTER TABLE sandbox_instance ADD COLUMN plan TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(plan));
+)sql"},
 };
 
 constexpr int kBusyTimeoutMs = 5000;
@@ -366,7 +369,7 @@ ApiKeyRecord ReadApiKey(const sqlite_internal::Statement& s) {
   "sandbox_id, tenant_id, user_id, session_id, runtime_provider, runtime_instance_id, " \
   "resource_class, template_id, cpus, memory_mb, disk_mb, pids, state, state_reason, "  \
   "created_at, last_active_at, expires_at, idle_timeout_ms, expiry_action, version, "   \
-  "tainted, lease_counter, pool, metadata, env"
+  "tainted, lease_counter, pool, metadata, env, plan"
 
 SandboxRecord ReadSandbox(const sqlite_internal::Statement& s) {
   SandboxRecord r;
@@ -395,6 +398,7 @@ SandboxRecord ReadSandbox(const sqlite_internal::Statement& s) {
   r.pool = s.Text(22);
   r.metadata = s.Text(23);
   r.env = s.Text(24);
+  r.plan = s.Text(25);
   return r;
 }
 
@@ -534,6 +538,11 @@ Status SqliteStore::Configure(bool in_memory) {
   // Set before anything that needs a lock: changing the journal mode does.
   int rc = sqlite3_busy_timeout(db_, kBusyTimeoutMs);
   if (rc != SQLITE_OK) return SqlError(db_, rc, op);
+  if (options_.exclusive) {
+    // Before the first access, so WAL never sets up its shared-memory index: the file lock is
+    // taken once and held, instead of shared locks taken and dropped on every transaction.
+    PADDOCK_RETURN_IF_ERROR(Exec(op, "PRAGMA locking_mode = EXCLUSIVE"));
+  }
   PADDOCK_RETURN_IF_ERROR(Exec(op, "PRAGMA foreign_keys = ON"));
   {
     PADDOCK_ASSIGN_OR_RETURN(Stmt check, Prepare(op, "PRAGMA foreign_keys"));
@@ -715,13 +724,14 @@ Status SqliteStore::InsertSandbox(const SandboxRecord& r) {
   PADDOCK_ASSIGN_OR_RETURN(
       Stmt s, Prepare(op, "INSERT INTO sandbox_instance (" PADDOCK_SANDBOX_COLUMNS
                           ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, "
-                          "?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25)"));
+                          "?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26)"));
   PADDOCK_RETURN_IF_ERROR(
       s.Bind(r.sandbox_id, r.tenant_id, r.user_id, r.session_id, r.runtime_provider,
              r.runtime_instance_id, r.resource_class, r.template_id, r.cpus, r.memory_mb, r.disk_mb,
              r.pids, r.state, r.state_reason, r.created_at, r.last_active_at, r.expires_at,
              r.idle_timeout_ms, r.expiry_action, int64_t{1}, r.tainted, int64_t{0}, r.pool,
-             JsonOrEmptyObject(r.metadata), JsonOrEmptyObject(r.env)));
+             JsonOrEmptyObject(r.metadata), JsonOrEmptyObject(r.env),
+             JsonOrEmptyObject(r.plan)));
   return s.Run();
 }
 
@@ -802,13 +812,14 @@ Result<int64_t> SqliteStore::UpdateSandbox(const SandboxRecord& r) {
                         "template_id = ?7, cpus = ?8, memory_mb = ?9, disk_mb = ?10, pids = ?11, "
                         "state = ?12, state_reason = ?13, last_active_at = ?14, expires_at = ?15, "
                         "idle_timeout_ms = ?16, expiry_action = ?17, tainted = ?18, pool = ?19, "
-                        "metadata = ?20, env = ?21, version = version + 1 "
+                        "metadata = ?20, env = ?21, plan = ?23, version = version + 1 "
                         "WHERE sandbox_id = ?1 AND version = ?22 RETURNING version"));
     PADDOCK_RETURN_IF_ERROR(s.Bind(
         r.sandbox_id, r.user_id, r.session_id, r.runtime_provider, r.runtime_instance_id,
         r.resource_class, r.template_id, r.cpus, r.memory_mb, r.disk_mb, r.pids, r.state,
         r.state_reason, r.last_active_at, r.expires_at, r.idle_timeout_ms, r.expiry_action,
-        r.tainted, r.pool, JsonOrEmptyObject(r.metadata), JsonOrEmptyObject(r.env), r.version));
+        r.tainted, r.pool, JsonOrEmptyObject(r.metadata), JsonOrEmptyObject(r.env), r.version,
+        JsonOrEmptyObject(r.plan)));
     PADDOCK_ASSIGN_OR_RETURN(bool row, s.Step());
     if (row) new_version = s.Int(0);
   }

@@ -28,6 +28,11 @@ class Statement;
 
 struct SqliteStoreOptions {
   bool fsync_lifecycle = false;  // fsync sandbox lifecycle writes too (see above)
+  // Hold the database file's lock for the connection's whole life (SQLite's EXCLUSIVE locking
+  // mode): no per-transaction file locking, and a second process (a second paddockd on the same
+  // data dir, whose reconciler would destroy this one's sandboxes) cannot open it — Open fails
+  // with kUnavailable after the busy timeout.
+  bool exclusive = false;
 };
 
 class SqliteStore final : public Store {

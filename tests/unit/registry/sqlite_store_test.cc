@@ -219,6 +219,7 @@ TEST_F(SqliteStoreTest, SandboxRoundTripsEveryField) {
   r.pool = "python-small";
   r.metadata = R"({"purpose":"test","n":[1,2]})";
   r.env = R"({"LANG":"C.UTF-8"})";
+  r.plan = R"({"decision":{"resource_class":"python-small"}})";
   Insert(r);
 
   auto got = store_->GetSandbox("sb-full");
@@ -908,6 +909,7 @@ TEST_F(SqliteStoreTest, MigrationTwoUpgradesAVersionOneDatabase) {
       "DROP INDEX sandbox_allocation_by_signature;"
       "DROP INDEX sandbox_allocation_by_signature_all;"
       "ALTER TABLE sandbox_allocation DROP COLUMN workload_signature;"
+      "ALTER TABLE sandbox_instance DROP COLUMN plan;"
       "DELETE FROM schema_migrations WHERE version >= 2;";
   char* err = nullptr;
   ASSERT_EQ(sqlite3_exec(db, downgrade, nullptr, nullptr, &err), SQLITE_OK) << (err ? err : "");
@@ -915,7 +917,7 @@ TEST_F(SqliteStoreTest, MigrationTwoUpgradesAVersionOneDatabase) {
 
   store_ = OpenStore();
   ASSERT_NE(store_, nullptr);
-  EXPECT_EQ(store_->SchemaVersion(), 2);
+  EXPECT_EQ(store_->SchemaVersion(), SqliteStore::LatestSchemaVersion());
   auto list = store_->ListAllocations("t1", 10);
   ASSERT_TRUE(list.ok()) << list.status().ToString();
   ASSERT_EQ(list->size(), 1u);
@@ -929,6 +931,24 @@ TEST_F(SqliteStoreTest, MigrationTwoUpgradesAVersionOneDatabase) {
 
 namespace paddock::registry {
 namespace {
+
+TEST_F(SqliteStoreTest, ExclusiveStoreKeepsOtherProcessesOut) {
+  store_.reset();
+  auto first = SqliteStore::Open(path_, SqliteStoreOptions{.exclusive = true});
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  ASSERT_TRUE((*first)->CreateTenant({"t1", "one", 1}).ok());
+  // A second daemon on the same data dir is refused (after the 5 s busy timeout) instead of
+  // running a second reconciler over the first one's sandboxes.
+  auto second = SqliteStore::Open(path_, SqliteStoreOptions{.exclusive = true});
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), StatusCode::kUnavailable) << second.status().ToString();
+  // The holder works on; once it is gone, the file opens again with everything in it.
+  ASSERT_TRUE((*first)->CreateTenant({"t2", "two", 1}).ok());
+  first->reset();
+  store_ = OpenStore();
+  ASSERT_NE(store_, nullptr);
+  EXPECT_EQ(store_->ListTenants()->size(), 2u);
+}
 
 // POOL-3: a warm sandbox has no tenant until it is claimed, oldest first, exactly once.
 TEST_F(SqliteStoreTest, ClaimWarmSandboxBindsTheOldestReadyMemberOnce) {
