@@ -2,7 +2,11 @@
 //
 // Server URL and API key come from --url/--key or PADDOCK_URL/PADDOCK_API_KEY.
 //
-//   paddock create [--class C] [--template T] [--ttl S] [--idle-timeout S] [-e K=V]...
+//   paddock create [--class C | --task TEXT [--command CMD]...] [--template T] [--ttl S]
+//                  [--idle-timeout S] [-e K=V]...
+//       with --task the planner sizes the sandbox and the policy guard decides (PLAN-1..2)
+//   paddock plan TEXT [--command CMD]... [--step STEP]... [--json]
+//       dry run: what the planner recommends and what the policy guard allows, with reasons
 //   paddock list | get ID | rm ID | events ID | pools
 //   paddock exec [--lease-version N] [--timeout S] [--user U] [--cwd D] [-e K=V]... ID -- CMD...
 //       streams output, exits with the command's status; without --lease-version it leases the
@@ -161,6 +165,16 @@ int main(int argc, char** argv) {
   create->add_option("--session", session, "Session id");
   create->add_option("-e,--env", env, "KEY=VALUE");
 
+  std::string task;
+  std::vector<std::string> task_commands, task_steps;
+  create->add_option("--task", task, "Describe the task; the planner picks the class");
+  create->add_option("--command", task_commands, "A command the task will run (with --task)");
+  auto* plan = app.add_subcommand("plan", "Dry run of the planner and the policy guard");
+  plan->add_option("task", task, "The task, in words")->required();
+  plan->add_option("--command", task_commands, "A command the task will run");
+  plan->add_option("--step", task_steps, "A step of the agent's plan");
+  bool plan_json = false;
+  plan->add_flag("--json", plan_json, "Print the whole answer as JSON");
   auto* list = app.add_subcommand("list", "List sandboxes");
   std::string id;
   auto* get = app.add_subcommand("get", "Show a sandbox");
@@ -212,8 +226,44 @@ int main(int argc, char** argv) {
     return rc;
   };
 
+  auto intent = [&] {
+    json i = {{"task", task}};
+    if (!task_commands.empty()) i["commands"] = task_commands;
+    if (!task_steps.empty()) i["plan_steps"] = task_steps;
+    return i;
+  };
+  if (plan->parsed()) {
+    json p = Call(cli, "POST", "/v1/plan", intent());
+    if (plan_json) {
+      std::printf("%s\n", p.dump(2).c_str());
+      return 0;
+    }
+    const json& in = p["intent"];
+    const json& d = p["decision"];
+    std::printf("planner:  %s -> %s, %.1f CPU, %lld MiB (confidence %.2f, signature %s)\n",
+                in.value("planner", "").c_str(), in.value("resource_class", "").c_str(),
+                in.value("cpu", 0.0), static_cast<long long>(in.value("memory_mb", int64_t{0})),
+                in.value("confidence", 0.0), in.value("workload_signature", "").c_str());
+    for (const auto& r : in["reasons"]) std::printf("  - %s\n", r.get<std::string>().c_str());
+    if (!d.value("allowed", false)) {
+      std::printf("policy:   DENIED: %s\n", d.value("denial", "").c_str());
+      return 1;
+    }
+    std::printf("policy:   %s %s, %.1f CPU, %lld MiB, ttl %llds, network %s\n",
+                d.value("clamped", false) ? "adjusted to" : "approved",
+                d.value("resource_class", "").c_str(), d.value("cpu", 0.0),
+                static_cast<long long>(d.value("memory_mb", int64_t{0})),
+                static_cast<long long>(d.value("ttl_seconds", int64_t{0})),
+                d.value("network_profile", "").c_str());
+    for (const auto& r : d["reasons"]) std::printf("  - %s\n", r.get<std::string>().c_str());
+    return 0;
+  }
   if (create->parsed()) {
     json body = json::object();
+    if (!task.empty()) {
+      if (!cls.empty()) Die("create: --task and --class exclude each other");
+      body["intent"] = intent();
+    }
     if (!cls.empty()) body["class"] = cls;
     if (!tpl.empty()) body["template"] = tpl;
     if (!ttl.empty()) body["ttl_seconds"] = Seconds(ttl, "--ttl");
