@@ -18,6 +18,7 @@
 
 #include "common/unique_fd.h"
 #include "common/units.h"
+#include "common/yaml_reader.h"
 
 namespace paddock {
 
@@ -25,14 +26,6 @@ namespace {
 
 constexpr uint64_t kMiB = 1ull << 20;
 constexpr uint64_t kGiB = 1ull << 30;
-
-std::string Child(const std::string& path, std::string_view key) {
-  return path.empty() ? std::string(key) : path + "." + std::string(key);
-}
-
-std::string Element(const std::string& path, size_t i) {
-  return path + "[" + std::to_string(i) + "]";
-}
 
 // "2GiB", "1.5GiB", "768MiB", "1000B": for notes about sizes.
 std::string FormatSize(uint64_t bytes) {
@@ -44,149 +37,8 @@ std::string FormatSize(uint64_t bytes) {
   return fmt::format("{}B", bytes);
 }
 
-// [a-z0-9][a-z0-9._-]{0,62}: class, template and security-level names end up in ids, paths
-// and API filters, so they share the template store's rule.
-bool ValidName(const std::string& name) {
-  if (name.empty() || name.size() > 63) return false;
-  auto lower_or_digit = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
-  if (!lower_or_digit(name[0])) return false;
-  return std::all_of(name.begin(), name.end(),
-                     [&](char c) { return lower_or_digit(c) || c == '.' || c == '_' || c == '-'; });
-}
-
-// Reads the keys of one YAML mapping. Check() rejects keys outside `allowed` (in document
-// order, so the first typo is the one reported), non-scalar keys and duplicates; the typed
-// getters leave their output untouched when the key is absent.
-class MapReader {
- public:
-  MapReader(const YAML::Node& node, std::string path) : node_(node), path_(std::move(path)) {}
-
-  Status Check(std::initializer_list<std::string_view> allowed) const {
-    if (!node_.IsMap()) return InvalidArgument(Where() + ": expected a mapping");
-    std::set<std::string> seen;
-    for (const auto& kv : node_) {
-      if (!kv.first.IsScalar()) return InvalidArgument(Where() + ": keys must be plain strings");
-      const std::string& key = kv.first.Scalar();
-      if (std::find(allowed.begin(), allowed.end(), key) == allowed.end())
-        return InvalidArgument(Child(path_, key) + ": unknown key");
-      if (!seen.insert(key).second) return InvalidArgument(Child(path_, key) + ": duplicate key");
-    }
-    return Status::Ok();
-  }
-
-  bool Has(std::string_view key) const { return static_cast<bool>(node_[std::string(key)]); }
-  YAML::Node Get(std::string_view key) const { return node_[std::string(key)]; }
-  std::string PathOf(std::string_view key) const { return Child(path_, key); }
-
-  Status Required(std::string_view key) const {
-    if (!Has(key)) return InvalidArgument(PathOf(key) + ": required");
-    return Status::Ok();
-  }
-
-  Status String(std::string_view key, std::string* out) const {
-    if (!Has(key)) return Status::Ok();
-    PADDOCK_ASSIGN_OR_RETURN(*out, Text(key));
-    if (out->empty()) return InvalidArgument(PathOf(key) + ": must not be empty");
-    return Status::Ok();
-  }
-
-  Status Unsigned(std::string_view key, uint64_t max, uint64_t* out) const {
-    if (!Has(key)) return Status::Ok();
-    PADDOCK_ASSIGN_OR_RETURN(std::string text, Text(key));
-    uint64_t v = 0;
-    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-    if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0])) ||
-        end != text.data() + text.size() || ec == std::errc::invalid_argument) {
-      return InvalidArgument(PathOf(key) + ": '" + text + "' is not a non-negative integer");
-    }
-    if (ec == std::errc::result_out_of_range || v > max) {
-      return InvalidArgument(PathOf(key) + ": " + text + " is too large (max " +
-                             std::to_string(max) + ")");
-    }
-    *out = v;
-    return Status::Ok();
-  }
-
-  template <typename T>
-  Status UnsignedAs(std::string_view key, uint64_t min, uint64_t max, T* out) const {
-    uint64_t v = *out;
-    PADDOCK_RETURN_IF_ERROR(Unsigned(key, max, &v));
-    if (Has(key) && v < min) {
-      return InvalidArgument(PathOf(key) + ": must be at least " + std::to_string(min));
-    }
-    *out = static_cast<T>(v);
-    return Status::Ok();
-  }
-
-  Status Bool(std::string_view key, bool* out) const {
-    if (!Has(key)) return Status::Ok();
-    PADDOCK_ASSIGN_OR_RETURN(std::string text, Text(key));
-    if (text == "true") {
-      *out = true;
-    } else if (text == "false") {
-      *out = false;
-    } else {
-      return InvalidArgument(PathOf(key) + ": '" + text + "' is not true or false");
-    }
-    return Status::Ok();
-  }
-
-  Status PositiveNumber(std::string_view key, double* out) const {
-    if (!Has(key)) return Status::Ok();
-    PADDOCK_ASSIGN_OR_RETURN(std::string text, Text(key));
-    // Plain decimals only: strtod alone would also take "0x10", "inf" and " 2". A leading '-'
-    // is let through so a negative value gets the "greater than 0" message.
-    std::string_view digits = text;
-    if (!digits.empty() && digits[0] == '-') digits.remove_prefix(1);
-    bool decimal = !digits.empty() && std::all_of(digits.begin(), digits.end(), [](char ch) {
-      return std::isdigit(static_cast<unsigned char>(ch)) || ch == '.';
-    });
-    char* end = nullptr;
-    errno = 0;
-    double v = decimal ? std::strtod(text.c_str(), &end) : 0;
-    if (!decimal || end != text.c_str() + text.size() || errno != 0 || !std::isfinite(v)) {
-      return InvalidArgument(PathOf(key) + ": '" + text + "' is not a number");
-    }
-    if (v <= 0) return InvalidArgument(PathOf(key) + ": must be greater than 0, got " + text);
-    *out = v;
-    return Status::Ok();
-  }
-
-  // Sizes and durations must be positive: a zero limit or timeout is never what was meant.
-  Status Size(std::string_view key, uint64_t* out) const {
-    if (!Has(key)) return Status::Ok();
-    PADDOCK_ASSIGN_OR_RETURN(std::string text, Text(key));
-    PADDOCK_ASSIGN_OR_RETURN(uint64_t v, ParseSize(text, PathOf(key)));
-    if (v == 0) return InvalidArgument(PathOf(key) + ": must be greater than 0");
-    *out = v;
-    return Status::Ok();
-  }
-
-  Status Duration(std::string_view key, std::chrono::milliseconds* out) const {
-    if (!Has(key)) return Status::Ok();
-    PADDOCK_ASSIGN_OR_RETURN(std::string text, Text(key));
-    PADDOCK_ASSIGN_OR_RETURN(std::chrono::milliseconds v, ParseDuration(text, PathOf(key)));
-    if (v.count() <= 0) return InvalidArgument(PathOf(key) + ": must be greater than 0");
-    *out = v;
-    return Status::Ok();
-  }
-
- private:
-  std::string Where() const { return path_.empty() ? "config" : path_; }
-
-  Result<std::string> Text(std::string_view key) const {
-    YAML::Node v = Get(key);
-    if (v.IsNull()) return InvalidArgument(PathOf(key) + ": missing value");
-    if (!v.IsScalar()) return InvalidArgument(PathOf(key) + ": expected a single value");
-    return v.Scalar();
-  }
-
-  const YAML::Node& node_;
-  std::string path_;
-};
-
 Status ParseServer(const YAML::Node& node, ServerConfig* s) {
-  MapReader r(node, "server");
+  YamlMapReader r(node, "server");
   PADDOCK_RETURN_IF_ERROR(r.Check({"listen_address", "port", "max_body_bytes", "max_upload_bytes",
                                    "read_timeout", "max_connections"}));
   PADDOCK_RETURN_IF_ERROR(r.String("listen_address", &s->listen_address));
@@ -204,7 +56,7 @@ Status ParseServer(const YAML::Node& node, ServerConfig* s) {
   return Status::Ok();
 }
 
-Status ParseDirectory(const MapReader& r, std::string_view key, std::string* out) {
+Status ParseDirectory(const YamlMapReader& r, std::string_view key, std::string* out) {
   PADDOCK_RETURN_IF_ERROR(r.String(key, out));
   if (out->front() != '/') {
     return InvalidArgument(r.PathOf(key) + ": '" + *out + "' is not an absolute path");
@@ -213,7 +65,7 @@ Status ParseDirectory(const MapReader& r, std::string_view key, std::string* out
 }
 
 Status ParseClass(const YAML::Node& node, const std::string& path, ResourceClass* c) {
-  MapReader r(node, path);
+  YamlMapReader r(node, path);
   PADDOCK_RETURN_IF_ERROR(r.Check(
       {"name", "cpus", "memory", "disk", "pids", "tmp", "template", "runtime", "security_level"}));
   for (std::string_view key : {"name", "cpus", "memory", "disk"}) {
@@ -248,7 +100,7 @@ Status ParseClass(const YAML::Node& node, const std::string& path, ResourceClass
 }
 
 Status ParsePool(const YAML::Node& node, const std::string& path, PoolConfig* p) {
-  MapReader r(node, path);
+  YamlMapReader r(node, path);
   PADDOCK_RETURN_IF_ERROR(r.Check({"class", "min", "max", "buffer"}));
   PADDOCK_RETURN_IF_ERROR(r.Required("class"));
   PADDOCK_RETURN_IF_ERROR(r.String("class", &p->class_name));
@@ -267,14 +119,14 @@ Status ParseList(const YAML::Node& node, const std::string& path,
   out->clear();
   for (size_t i = 0; i < node.size(); ++i) {
     T item;
-    PADDOCK_RETURN_IF_ERROR(parse_one(node[i], Element(path, i), &item));
+    PADDOCK_RETURN_IF_ERROR(parse_one(node[i], YamlElement(path, i), &item));
     out->push_back(std::move(item));
   }
   return Status::Ok();
 }
 
 Status ParseLifecycle(const YAML::Node& node, LifecycleConfig* l) {
-  MapReader r(node, "lifecycle");
+  YamlMapReader r(node, "lifecycle");
   PADDOCK_RETURN_IF_ERROR(
       r.Check({"default_ttl", "default_idle_timeout", "expiry_action", "reconcile_interval"}));
   PADDOCK_RETURN_IF_ERROR(r.Duration("default_ttl", &l->default_ttl));
@@ -296,7 +148,7 @@ Status ParseLifecycle(const YAML::Node& node, LifecycleConfig* l) {
 }
 
 Status ParseLeases(const YAML::Node& node, LeaseConfig* l) {
-  MapReader r(node, "leases");
+  YamlMapReader r(node, "leases");
   PADDOCK_RETURN_IF_ERROR(r.Check({"default_ttl", "max_ttl"}));
   PADDOCK_RETURN_IF_ERROR(r.Duration("default_ttl", &l->default_ttl));
   PADDOCK_RETURN_IF_ERROR(r.Duration("max_ttl", &l->max_ttl));
@@ -304,14 +156,14 @@ Status ParseLeases(const YAML::Node& node, LeaseConfig* l) {
 }
 
 Status ParseRegistry(const YAML::Node& node, RegistryConfig* g) {
-  MapReader r(node, "registry");
+  YamlMapReader r(node, "registry");
   PADDOCK_RETURN_IF_ERROR(r.Check({"fsync_lifecycle"}));
   PADDOCK_RETURN_IF_ERROR(r.Bool("fsync_lifecycle", &g->fsync_lifecycle));
   return Status::Ok();
 }
 
 Status ParseExec(const YAML::Node& node, ExecConfig* e) {
-  MapReader r(node, "exec");
+  YamlMapReader r(node, "exec");
   PADDOCK_RETURN_IF_ERROR(r.Check({"default_timeout", "max_timeout", "output_cap"}));
   PADDOCK_RETURN_IF_ERROR(r.Duration("default_timeout", &e->default_timeout));
   PADDOCK_RETURN_IF_ERROR(r.Duration("max_timeout", &e->max_timeout));
@@ -325,14 +177,14 @@ Status Validate(const PaddockConfig& c) {
   std::set<std::string> classes;
   for (size_t i = 0; i < c.resource_classes.size(); ++i) {
     if (!classes.insert(c.resource_classes[i].name).second) {
-      return InvalidArgument(Element("resource_classes", i) + ".name: duplicate class '" +
+      return InvalidArgument(YamlElement("resource_classes", i) + ".name: duplicate class '" +
                              c.resource_classes[i].name + "'");
     }
   }
   std::set<std::string> pooled;
   for (size_t i = 0; i < c.pools.size(); ++i) {
     const PoolConfig& p = c.pools[i];
-    std::string path = Element("pools", i);
+    std::string path = YamlElement("pools", i);
     if (!classes.count(p.class_name)) {
       return InvalidArgument(path + ".class: unknown resource class '" + p.class_name + "'");
     }
@@ -360,7 +212,7 @@ Status Validate(const PaddockConfig& c) {
 Result<PaddockConfig> ParseRoot(const YAML::Node& root) {
   PaddockConfig c = DefaultConfig();
   if (root.IsNull()) return c;  // an empty file: all defaults
-  MapReader r(root, "");
+  YamlMapReader r(root, "");
   PADDOCK_RETURN_IF_ERROR(r.Check({"server", "data_dir", "state_dir", "resource_classes", "pools",
                                    "lifecycle", "leases", "exec", "registry", "planner_config"}));
   if (r.Has("server")) PADDOCK_RETURN_IF_ERROR(ParseServer(r.Get("server"), &c.server));

@@ -15,173 +15,11 @@
 #include "api/http_client.h"
 #include "common/unique_fd.h"
 #include "common/units.h"
+#include "common/yaml_reader.h"
 
 namespace paddock::planner {
 
 namespace {
-
-std::string Child(const std::string& path, std::string_view key) {
-  return path.empty() ? std::string(key) : path + "." + std::string(key);
-}
-
-std::string Element(const std::string& path, size_t i) {
-  return path + "[" + std::to_string(i) + "]";
-}
-
-bool ValidName(const std::string& name) {
-  if (name.empty() || name.size() > 63) return false;
-  auto lower_or_digit = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
-  if (!lower_or_digit(name[0])) return false;
-  return std::all_of(name.begin(), name.end(),
-                     [&](char c) { return lower_or_digit(c) || c == '.' || c == '_' || c == '-'; });
-}
-
-// The strict mapping reader of src/common/config.cc, for this file's keys: unknown and
-// duplicate keys are errors naming their path, getters leave outputs alone when absent.
-class MapReader {
- public:
-  MapReader(const YAML::Node& node, std::string path) : node_(node), path_(std::move(path)) {}
-
-  Status Check(std::initializer_list<std::string_view> allowed) const {
-    if (!node_.IsMap()) return InvalidArgument(Where() + ": expected a mapping");
-    std::set<std::string> seen;
-    for (const auto& kv : node_) {
-      if (!kv.first.IsScalar()) return InvalidArgument(Where() + ": keys must be plain strings");
-      const std::string& key = kv.first.Scalar();
-      if (std::find(allowed.begin(), allowed.end(), key) == allowed.end())
-        return InvalidArgument(Child(path_, key) + ": unknown key");
-      if (!seen.insert(key).second) return InvalidArgument(Child(path_, key) + ": duplicate key");
-    }
-    return Status::Ok();
-  }
-
-  bool Has(std::string_view key) const { return static_cast<bool>(node_[std::string(key)]); }
-  YAML::Node Get(std::string_view key) const { return node_[std::string(key)]; }
-  std::string PathOf(std::string_view key) const { return Child(path_, key); }
-
-  Status Required(std::string_view key) const {
-    if (!Has(key)) return InvalidArgument(PathOf(key) + ": required");
-    return Status::Ok();
-  }
-
-  Status String(std::string_view key, std::string* out) const {
-    if (!Has(key)) return Status::Ok();
-    PADDOCK_ASSIGN_OR_RETURN(*out, Text(key));
-    if (out->empty()) return InvalidArgument(PathOf(key) + ": must not be empty");
-    return Status::Ok();
-  }
-
-  Status StringList(std::string_view key, std::vector<std::string>* out) const {
-    if (!Has(key)) return Status::Ok();
-    YAML::Node list = Get(key);
-    if (!list.IsSequence()) return InvalidArgument(PathOf(key) + ": expected a list");
-    out->clear();
-    for (size_t i = 0; i < list.size(); ++i) {
-      std::string where = Element(PathOf(key), i);
-      if (!list[i].IsScalar()) return InvalidArgument(where + ": expected a single value");
-      if (list[i].Scalar().empty()) return InvalidArgument(where + ": must not be empty");
-      out->push_back(list[i].Scalar());
-    }
-    return Status::Ok();
-  }
-
-  Status Bool(std::string_view key, bool* out) const {
-    if (!Has(key)) return Status::Ok();
-    PADDOCK_ASSIGN_OR_RETURN(std::string text, Text(key));
-    if (text == "true") {
-      *out = true;
-    } else if (text == "false") {
-      *out = false;
-    } else {
-      return InvalidArgument(PathOf(key) + ": '" + text + "' is not true or false");
-    }
-    return Status::Ok();
-  }
-
-  Status Number(std::string_view key, double min, double max, double* out) const {
-    if (!Has(key)) return Status::Ok();
-    PADDOCK_ASSIGN_OR_RETURN(std::string text, Text(key));
-    std::string_view digits = text;
-    if (!digits.empty() && digits[0] == '-') digits.remove_prefix(1);
-    bool decimal = !digits.empty() && std::all_of(digits.begin(), digits.end(), [](char ch) {
-      return std::isdigit(static_cast<unsigned char>(ch)) || ch == '.';
-    });
-    char* end = nullptr;
-    errno = 0;
-    double v = decimal ? std::strtod(text.c_str(), &end) : 0;
-    if (!decimal || end != text.c_str() + text.size() || errno != 0 || !std::isfinite(v)) {
-      return InvalidArgument(PathOf(key) + ": '" + text + "' is not a number");
-    }
-    if (v < min || v > max) {
-      return InvalidArgument(
-          fmt::format("{}: {} is out of range [{}, {}]", PathOf(key), text, min, max));
-    }
-    *out = v;
-    return Status::Ok();
-  }
-
-  Status Integer(std::string_view key, int64_t min, int64_t max, int64_t* out) const {
-    if (!Has(key)) return Status::Ok();
-    PADDOCK_ASSIGN_OR_RETURN(std::string text, Text(key));
-    int64_t v = 0;
-    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-    if (text.empty() || ec != std::errc() || end != text.data() + text.size()) {
-      return InvalidArgument(PathOf(key) + ": '" + text + "' is not an integer");
-    }
-    if (v < min || v > max) {
-      return InvalidArgument(
-          fmt::format("{}: {} is out of range [{}, {}]", PathOf(key), v, min, max));
-    }
-    *out = v;
-    return Status::Ok();
-  }
-
-  Status Size(std::string_view key, uint64_t* out) const {
-    if (!Has(key)) return Status::Ok();
-    PADDOCK_ASSIGN_OR_RETURN(std::string text, Text(key));
-    PADDOCK_ASSIGN_OR_RETURN(uint64_t v, ParseSize(text, PathOf(key)));
-    if (v == 0) return InvalidArgument(PathOf(key) + ": must be greater than 0");
-    *out = v;
-    return Status::Ok();
-  }
-
-  // A duration in whole seconds within (0, max_seconds].
-  Status Seconds(std::string_view key, int64_t max_seconds, int64_t* out) const {
-    if (!Has(key)) return Status::Ok();
-    PADDOCK_ASSIGN_OR_RETURN(std::string text, Text(key));
-    PADDOCK_ASSIGN_OR_RETURN(std::chrono::milliseconds v, ParseDuration(text, PathOf(key)));
-    int64_t s = v.count() / 1000;
-    if (s <= 0) return InvalidArgument(PathOf(key) + ": must be at least 1s");
-    if (s > max_seconds) {
-      return InvalidArgument(
-          fmt::format("{}: {} is longer than the maximum {}s", PathOf(key), text, max_seconds));
-    }
-    *out = s;
-    return Status::Ok();
-  }
-
-  Status Duration(std::string_view key, std::chrono::milliseconds* out) const {
-    if (!Has(key)) return Status::Ok();
-    PADDOCK_ASSIGN_OR_RETURN(std::string text, Text(key));
-    PADDOCK_ASSIGN_OR_RETURN(std::chrono::milliseconds v, ParseDuration(text, PathOf(key)));
-    if (v.count() <= 0) return InvalidArgument(PathOf(key) + ": must be greater than 0");
-    *out = v;
-    return Status::Ok();
-  }
-
- private:
-  std::string Where() const { return path_.empty() ? "planner config" : path_; }
-
-  Result<std::string> Text(std::string_view key) const {
-    YAML::Node v = Get(key);
-    if (v.IsNull()) return InvalidArgument(PathOf(key) + ": missing value");
-    if (!v.IsScalar()) return InvalidArgument(PathOf(key) + ": expected a single value");
-    return v.Scalar();
-  }
-
-  const YAML::Node& node_;
-  std::string path_;
-};
 
 bool KnownClass(const std::vector<ResourceClass>& classes, const std::string& name) {
   return std::any_of(classes.begin(), classes.end(),
@@ -204,18 +42,18 @@ Status CheckNetworkProfile(const std::string& profile, const std::string& where)
   return Status::Ok();
 }
 
-Status ParseTags(const MapReader& r, std::string_view key, std::vector<std::string>* out) {
+Status ParseTags(const YamlMapReader& r, std::string_view key, std::vector<std::string>* out) {
   PADDOCK_RETURN_IF_ERROR(r.StringList(key, out));
   for (size_t i = 0; i < out->size(); ++i) {
     if (!KnownTags().count((*out)[i])) {
-      return InvalidArgument(Element(r.PathOf(key), i) + ": unknown tag '" + (*out)[i] + "'");
+      return InvalidArgument(YamlElement(r.PathOf(key), i) + ": unknown tag '" + (*out)[i] + "'");
     }
   }
   return Status::Ok();
 }
 
 Status ParseCondition(const YAML::Node& node, const std::string& path, RuleCondition* c) {
-  MapReader r(node, path);
+  YamlMapReader r(node, path, "planner config");
   PADDOCK_RETURN_IF_ERROR(
       r.Check({"all_of", "any_of", "none_of", "min_data", "min_repo", "min_duration"}));
   PADDOCK_RETURN_IF_ERROR(ParseTags(r, "all_of", &c->all_of));
@@ -237,7 +75,7 @@ Status ParseCondition(const YAML::Node& node, const std::string& path, RuleCondi
 
 Status ParseRule(const YAML::Node& node, const std::string& path,
                  const std::vector<ResourceClass>& classes, PlannerRule* rule) {
-  MapReader r(node, path);
+  YamlMapReader r(node, path, "planner config");
   PADDOCK_RETURN_IF_ERROR(r.Check({"name", "when", "class", "ttl", "network_profile", "template"}));
   for (std::string_view key : {"name", "when", "class"}) PADDOCK_RETURN_IF_ERROR(r.Required(key));
   PADDOCK_RETURN_IF_ERROR(r.String("name", &rule->name));
@@ -262,7 +100,7 @@ Status ParseRule(const YAML::Node& node, const std::string& path,
 }
 
 Status ParseHistory(const YAML::Node& node, HistoryConfig* h) {
-  MapReader r(node, "history");
+  YamlMapReader r(node, "history", "planner config");
   PADDOCK_RETURN_IF_ERROR(r.Check(
       {"min_samples", "headroom", "oom_growth", "max_timeout_rate", "window", "min_memory"}));
   int64_t n = h->min_samples;
@@ -287,7 +125,7 @@ Status ParseHistory(const YAML::Node& node, HistoryConfig* h) {
 // Applies the keys present in `node` on top of `*p` (which starts as the defaults).
 Status ParseTenantPolicy(const YAML::Node& node, const std::string& path,
                          const std::vector<ResourceClass>& classes, TenantPolicy* p) {
-  MapReader r(node, path);
+  YamlMapReader r(node, path, "planner config");
   PADDOCK_RETURN_IF_ERROR(r.Check({"allowed_classes", "max_cpu", "max_memory", "max_disk",
                                    "max_ttl", "max_network_profile", "templates", "on_violation"}));
   PADDOCK_RETURN_IF_ERROR(r.StringList("allowed_classes", &p->allowed_classes));
@@ -297,7 +135,7 @@ Status ParseTenantPolicy(const YAML::Node& node, const std::string& path,
     }
     for (size_t i = 0; i < p->allowed_classes.size(); ++i) {
       PADDOCK_RETURN_IF_ERROR(
-          CheckClass(classes, p->allowed_classes[i], Element(r.PathOf("allowed_classes"), i)));
+          CheckClass(classes, p->allowed_classes[i], YamlElement(r.PathOf("allowed_classes"), i)));
     }
   }
   if (r.Has("max_cpu")) {
@@ -318,7 +156,7 @@ Status ParseTenantPolicy(const YAML::Node& node, const std::string& path,
   PADDOCK_RETURN_IF_ERROR(r.StringList("templates", &p->templates));
   for (size_t i = 0; i < p->templates.size(); ++i) {
     if (!ValidName(p->templates[i])) {
-      return InvalidArgument(Element(r.PathOf("templates"), i) + ": '" + p->templates[i] +
+      return InvalidArgument(YamlElement(r.PathOf("templates"), i) + ": '" + p->templates[i] +
                              "' is not a valid name");
     }
   }
@@ -338,7 +176,7 @@ Status ParseTenantPolicy(const YAML::Node& node, const std::string& path,
 
 Status ParsePolicy(const YAML::Node& node, const std::vector<ResourceClass>& classes,
                    PolicyConfig* policy) {
-  MapReader r(node, "policy");
+  YamlMapReader r(node, "policy", "planner config");
   PADDOCK_RETURN_IF_ERROR(r.Check({"default", "tenants"}));
   if (r.Has("default")) {
     PADDOCK_RETURN_IF_ERROR(
@@ -365,7 +203,7 @@ Status ParsePolicy(const YAML::Node& node, const std::vector<ResourceClass>& cla
 }
 
 Status ParseExternal(const YAML::Node& node, ExternalPlannerConfig* e) {
-  MapReader r(node, "external");
+  YamlMapReader r(node, "external", "planner config");
   PADDOCK_RETURN_IF_ERROR(r.Check({"enabled", "url", "path", "model", "api_key", "api_key_env",
                                    "timeout", "max_response_bytes"}));
   PADDOCK_RETURN_IF_ERROR(r.Bool("enabled", &e->enabled));
@@ -398,7 +236,7 @@ Status ParseExternal(const YAML::Node& node, ExternalPlannerConfig* e) {
 
 Result<PlannerConfig> ParseRoot(const YAML::Node& root, const std::vector<ResourceClass>& classes) {
   if (classes.empty()) return InvalidArgument("planner config: no resource classes configured");
-  MapReader r(root, "");
+  YamlMapReader r(root, "", "planner config");
   PADDOCK_RETURN_IF_ERROR(r.Check({"default_class", "default_ttl", "default_network_profile",
                                    "rules", "history", "policy", "external"}));
   PlannerConfig c = MinimalPlannerConfig(classes);
@@ -416,9 +254,9 @@ Result<PlannerConfig> ParseRoot(const YAML::Node& root, const std::vector<Resour
   std::set<std::string> names;
   for (size_t i = 0; i < rules.size(); ++i) {
     PlannerRule rule;
-    PADDOCK_RETURN_IF_ERROR(ParseRule(rules[i], Element("rules", i), classes, &rule));
+    PADDOCK_RETURN_IF_ERROR(ParseRule(rules[i], YamlElement("rules", i), classes, &rule));
     if (!names.insert(rule.name).second) {
-      return InvalidArgument(Element("rules", i) + ".name: duplicate rule '" + rule.name + "'");
+      return InvalidArgument(YamlElement("rules", i) + ".name: duplicate rule '" + rule.name + "'");
     }
     c.rules.push_back(std::move(rule));
   }
