@@ -26,8 +26,7 @@ class CliClientTest : public ::testing::Test {
     if (geteuid() != 0) GTEST_SKIP() << "sandboxes need root";
     std::string err;
     ASSERT_TRUE(daemon_.Start(&err)) << err;
-    ApiReply t =
-        JsonApi(daemon_.port(), daemon_.admin_key()).Call("POST", "/v1/tenants", {{"name", "cli"}});
+    ApiReply t = CreateTenant(daemon_, "cli");
     ASSERT_EQ(t.status, 201) << t.raw;
     env_ = {"PADDOCK_URL=http://127.0.0.1:" + std::to_string(daemon_.port()),
             "PADDOCK_API_KEY=" + t.body["api_key"].get<std::string>()};

@@ -49,7 +49,7 @@ TEST(CrashTest, KillNineAtRandomMomentsKeepsTheInvariants) {
   ASSERT_TRUE(daemon.Start(&err)) << err;
   const std::string key = daemon.admin_key();
   // Admin acts as a tenant here: create one for the workload.
-  ApiReply t = JsonApi(daemon.port(), key).Call("POST", "/v1/tenants", {{"name", "crash"}});
+  ApiReply t = CreateTenant(daemon, "crash");
   ASSERT_EQ(t.status, 201) << t.raw;
   const std::string tenant_key = t.body["api_key"];
 

@@ -24,8 +24,7 @@ class IdleExpiryTest : public ::testing::Test {
     daemon_ = std::make_unique<DaemonProcess>(ConfigWithExpiryAction(action));
     std::string err;
     ASSERT_TRUE(daemon_->Start(&err)) << err;
-    ApiReply t = JsonApi(daemon_->port(), daemon_->admin_key())
-                     .Call("POST", "/v1/tenants", {{"name", "idle"}});
+    ApiReply t = CreateTenant(*daemon_, "idle");
     ASSERT_EQ(t.status, 201) << t.raw;
     api_ = std::make_unique<JsonApi>(daemon_->port(), t.body["api_key"].get<std::string>());
   }

@@ -66,8 +66,7 @@ class PlanTest : public ::testing::Test {
     std::filesystem::remove_all(dir_);
   }
   std::unique_ptr<JsonApi> Tenant(const std::string& name) {
-    ApiReply t = JsonApi(daemon_->port(), daemon_->admin_key())
-                     .Call("POST", "/v1/tenants", {{"name", name}});
+    ApiReply t = CreateTenant(*daemon_, name);
     EXPECT_EQ(t.status, 201) << t.raw;
     return std::make_unique<JsonApi>(daemon_->port(), t.body.value("api_key", ""));
   }

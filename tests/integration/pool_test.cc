@@ -39,8 +39,7 @@ class PoolTest : public ::testing::Test {
     if (geteuid() != 0) GTEST_SKIP() << "sandboxes need root";
     std::string err;
     ASSERT_TRUE(daemon_.Start(&err)) << err;
-    ApiReply t =
-        JsonApi(daemon_.port(), daemon_.admin_key()).Call("POST", "/v1/tenants", {{"name", "p"}});
+    ApiReply t = CreateTenant(daemon_, "p");
     ASSERT_EQ(t.status, 201) << t.raw;
     tenant_id_ = t.body["tenant"]["id"];
     api_ = std::make_unique<JsonApi>(daemon_.port(), t.body["api_key"].get<std::string>());

@@ -2,6 +2,8 @@
 
 #include <thread>
 
+#include "support/daemon_process.h"
+
 namespace paddock::testing {
 
 JsonApi::JsonApi(uint16_t port, std::string key)
@@ -22,6 +24,10 @@ ApiReply JsonApi::Call(std::string_view method, std::string_view target, const n
   out.raw = std::move(r->body);
   out.body = nlohmann::json::parse(out.raw, nullptr, false);
   return out;
+}
+
+ApiReply CreateTenant(const DaemonProcess& daemon, const std::string& name) {
+  return JsonApi(daemon.port(), daemon.admin_key()).Call("POST", "/v1/tenants", {{"name", name}});
 }
 
 std::string SmallClassConfig(std::string_view memory, std::string_view extra) {

@@ -35,6 +35,10 @@ class JsonApi {
   std::string key_;
 };
 
+class DaemonProcess;
+// Creates a tenant through the daemon's admin key; on 201 the body holds "tenant" and "api_key".
+ApiReply CreateTenant(const DaemonProcess& daemon, const std::string& name);
+
 // A paddockd config with one resource class "small" (1 CPU, `memory`, 32 MiB disk, 64 pids,
 // 16 MiB /tmp) and no pools (naming classes drops the default pools), followed by `extra`
 // YAML (top-level keys, e.g. "pools: [...]").
