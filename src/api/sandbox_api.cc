@@ -339,41 +339,42 @@ Status Api::Register() {
 
   // Sizing telemetry (PLAN-4): one record per ended lease, newest first; a tenant sees its own,
   // the admin everyone's.
-  PADDOCK_RETURN_IF_ERROR(s.Route(
-      "GET", "/v1/allocations",
-      WithAuth([this](const Principal& who, const Request& req, ResponseWriter& w) {
-        int limit = 100;
-        if (auto l = req.Query("limit")) {
-          char* end = nullptr;
-          long v = std::strtol(l->c_str(), &end, 10);
-          if (l->empty() || *end != '\0' || v < 1 || v > 1000)
-            return SendStatus(w, InvalidArgument("limit: must be between 1 and 1000"));
-          limit = static_cast<int>(v);
-        }
-        auto rows = ctx_.store->ListAllocations(who.admin ? "" : who.tenant_id, limit);
-        if (!rows.ok()) return SendStatus(w, rows.status());
-        json items = json::array();
-        for (const auto& a : *rows) {
-          items.push_back({{"sandbox_id", a.sandbox_id},
-                           {"tenant_id", a.tenant_id},
-                           {"task_id", a.task_id},
-                           {"planner_input_hash", a.planner_input_hash},
-                           {"workload_signature", a.workload_signature},
-                           {"recommended_class", a.recommended_class},
-                           {"actual_class", a.actual_class},
-                           {"reason", a.reason},
-                           {"confidence", a.confidence},
-                           {"cpu", a.cpu},
-                           {"memory_mb", a.memory_mb},
-                           {"duration_ms", a.duration_ms},
-                           {"peak_cpu", a.peak_cpu},
-                           {"peak_memory_mb", a.peak_memory_mb},
-                           {"oom", a.oom},
-                           {"timed_out", a.timed_out},
-                           {"created_at_ms", a.created_at}});
-        }
-        w.Send(JsonResponse(200, {{"items", items}}));
-      })));
+  PADDOCK_RETURN_IF_ERROR(
+      s.Route("GET", "/v1/allocations",
+              WithAuth([this](const Principal& who, const Request& req, ResponseWriter& w) {
+                int limit = 100;
+                if (auto l = req.Query("limit")) {
+                  char* end = nullptr;
+                  long v = std::strtol(l->c_str(), &end, 10);
+                  if (l->empty() || *end != '\0' || v < 1 || v > 1000)
+                    return SendStatus(w, InvalidArgument("limit: must be between 1 and 1000"));
+                  limit = static_cast<int>(v);
+                }
+                auto rows = ctx_.store->ListAllocations(who.admin ? "" : who.tenant_id, limit);
+                if (!rows.ok()) return SendStatus(w, rows.status());
+                json items = json::array();
+                for (const auto& a : *rows) {
+                  items.push_back({{"sandbox_id", a.sandbox_id},
+                                   {"tenant_id", a.tenant_id},
+                                   {"task_id", a.task_id},
+                                   {"planner_input_hash", a.planner_input_hash},
+                                   {"workload_signature", a.workload_signature},
+                                   {"recommended_class", a.recommended_class},
+                                   {"actual_class", a.actual_class},
+                                   {"reason", a.reason},
+                                   {"confidence", a.confidence},
+                                   {"cpu", a.cpu},
+                                   {"memory_mb", a.memory_mb},
+                                   {"duration_ms", a.duration_ms},
+                                   {"peak_cpu", a.peak_cpu},
+                                   {"cpu_seconds", a.cpu_seconds},
+                                   {"peak_memory_mb", a.peak_memory_mb},
+                                   {"oom", a.oom},
+                                   {"timed_out", a.timed_out},
+                                   {"created_at_ms", a.created_at}});
+                }
+                w.Send(JsonResponse(200, {{"items", items}}));
+              })));
 
   // Dry run of the planner and the policy guard: what a create with this intent would get.
   PADDOCK_RETURN_IF_ERROR(

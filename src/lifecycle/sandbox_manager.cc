@@ -784,6 +784,7 @@ void SandboxManager::RecordLeaseEnd(const SandboxRecord& rec) {
   a.duration_ms = now - u.started_ms;
   a.created_at = now;
   a.peak_cpu = u.peak_cpu;
+  a.cpu_seconds = u.cpu_seconds;
   a.timed_out = u.timed_out;
   a.oom = u.oom;
   uint64_t peak = u.peak_rss_bytes;

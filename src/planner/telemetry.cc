@@ -41,6 +41,7 @@ registry::AllocationRecord MakeAllocationRecord(const std::string& sandbox_id,
     peak = NonNegative(usage.cpu_seconds) / (static_cast<double>(a.duration_ms) / 1000.0);
   }
   a.peak_cpu = peak;
+  a.cpu_seconds = NonNegative(usage.cpu_seconds);
   a.oom = usage.oom;
   a.timed_out = usage.timed_out;
   a.created_at = now_ms;

@@ -145,7 +145,8 @@ struct AllocationRecord {
   double cpu = 0;
   int64_t memory_mb = 0;
   int64_t duration_ms = 0;
-  double peak_cpu = 0;
+  double peak_cpu = 0;     // highest average cores used by one command
+  double cpu_seconds = 0;  // CPU time of every command of the lease
   int64_t peak_memory_mb = 0;
   bool oom = false;
   bool timed_out = false;

@@ -150,6 +150,8 @@ TEST_F(PlanTest, CreateFromIntentRecordsTheDecisionAndLearnsFromUsage) {
   EXPECT_GE(a["peak_memory_mb"].get<int64_t>(), 120) << a.dump();
   EXPECT_LT(a["peak_memory_mb"].get<int64_t>(), 256) << a.dump();
   EXPECT_FALSE(a["oom"].get<bool>());
+  EXPECT_GT(a["cpu_seconds"].get<double>(), 0.0) << a.dump();
+  EXPECT_GT(a["duration_ms"].get<int64_t>(), 0) << a.dump();
   // Another tenant sees none of it.
   EXPECT_EQ(capped_->Call("GET", "/v1/allocations").body["items"].size(), 0u);
 

@@ -140,6 +140,9 @@ CREATE INDEX sandbox_allocation_by_signature_all ON sandbox_allocation(workload_
     {3, "sandbox plan decision", R"sql(
 ALTER TABLE sandbox_instance ADD COLUMN plan TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(plan));
 )sql"},
+    {4, "allocation cpu time", R"sql(
+ALTER TABLE sandbox_allocation ADD COLUMN cpu_seconds REAL NOT NULL DEFAULT 0;
+)sql"},
 };
 
 constexpr int kBusyTimeoutMs = 5000;
@@ -440,7 +443,7 @@ EventRecord ReadEvent(const sqlite_internal::Statement& s) {
 #define PADDOCK_ALLOCATION_COLUMNS                                                            \
   "id, sandbox_id, tenant_id, task_id, planner_input_hash, recommended_class, actual_class, " \
   "reason, confidence, cpu, memory_mb, duration_ms, peak_cpu, peak_memory_mb, oom, "          \
-  "timed_out, created_at, workload_signature"
+  "timed_out, created_at, workload_signature, cpu_seconds"
 
 AllocationRecord ReadAllocation(const sqlite_internal::Statement& s) {
   AllocationRecord a;
@@ -462,6 +465,7 @@ AllocationRecord ReadAllocation(const sqlite_internal::Statement& s) {
   a.timed_out = s.Int(15) != 0;
   a.created_at = s.Int(16);
   a.workload_signature = s.Text(17);
+  a.cpu_seconds = s.Real(18);
   return a;
 }
 
@@ -730,8 +734,7 @@ Status SqliteStore::InsertSandbox(const SandboxRecord& r) {
              r.runtime_instance_id, r.resource_class, r.template_id, r.cpus, r.memory_mb, r.disk_mb,
              r.pids, r.state, r.state_reason, r.created_at, r.last_active_at, r.expires_at,
              r.idle_timeout_ms, r.expiry_action, int64_t{1}, r.tainted, int64_t{0}, r.pool,
-             JsonOrEmptyObject(r.metadata), JsonOrEmptyObject(r.env),
-             JsonOrEmptyObject(r.plan)));
+             JsonOrEmptyObject(r.metadata), JsonOrEmptyObject(r.env), JsonOrEmptyObject(r.plan)));
   return s.Run();
 }
 
@@ -814,12 +817,12 @@ Result<int64_t> SqliteStore::UpdateSandbox(const SandboxRecord& r) {
                         "idle_timeout_ms = ?16, expiry_action = ?17, tainted = ?18, pool = ?19, "
                         "metadata = ?20, env = ?21, plan = ?23, version = version + 1 "
                         "WHERE sandbox_id = ?1 AND version = ?22 RETURNING version"));
-    PADDOCK_RETURN_IF_ERROR(s.Bind(
-        r.sandbox_id, r.user_id, r.session_id, r.runtime_provider, r.runtime_instance_id,
-        r.resource_class, r.template_id, r.cpus, r.memory_mb, r.disk_mb, r.pids, r.state,
-        r.state_reason, r.last_active_at, r.expires_at, r.idle_timeout_ms, r.expiry_action,
-        r.tainted, r.pool, JsonOrEmptyObject(r.metadata), JsonOrEmptyObject(r.env), r.version,
-        JsonOrEmptyObject(r.plan)));
+    PADDOCK_RETURN_IF_ERROR(
+        s.Bind(r.sandbox_id, r.user_id, r.session_id, r.runtime_provider, r.runtime_instance_id,
+               r.resource_class, r.template_id, r.cpus, r.memory_mb, r.disk_mb, r.pids, r.state,
+               r.state_reason, r.last_active_at, r.expires_at, r.idle_timeout_ms, r.expiry_action,
+               r.tainted, r.pool, JsonOrEmptyObject(r.metadata), JsonOrEmptyObject(r.env),
+               r.version, JsonOrEmptyObject(r.plan)));
     PADDOCK_ASSIGN_OR_RETURN(bool row, s.Step());
     if (row) new_version = s.Int(0);
   }
@@ -1169,12 +1172,12 @@ Result<int64_t> SqliteStore::InsertAllocation(const AllocationRecord& a) {
                       "INSERT INTO sandbox_allocation (sandbox_id, tenant_id, task_id, "
                       "planner_input_hash, recommended_class, actual_class, reason, confidence, "
                       "cpu, memory_mb, duration_ms, peak_cpu, peak_memory_mb, oom, timed_out, "
-                      "created_at, workload_signature) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, "
-                      "?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17) RETURNING id"));
+                      "created_at, workload_signature, cpu_seconds) VALUES (?1, ?2, ?3, ?4, ?5, "
+                      "?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18) RETURNING id"));
   PADDOCK_RETURN_IF_ERROR(s.Bind(a.sandbox_id, a.tenant_id, a.task_id, a.planner_input_hash,
                                  a.recommended_class, a.actual_class, a.reason, a.confidence, a.cpu,
                                  a.memory_mb, a.duration_ms, a.peak_cpu, a.peak_memory_mb, a.oom,
-                                 a.timed_out, a.created_at, a.workload_signature));
+                                 a.timed_out, a.created_at, a.workload_signature, a.cpu_seconds));
   PADDOCK_ASSIGN_OR_RETURN(bool row, s.Step());
   if (!row) return Internal("insert allocation: no id returned");
   int64_t id = s.Int(0);

@@ -822,6 +822,7 @@ TEST_F(SqliteStoreTest, AllocationsListNewestFirstPerTenant) {
     a.memory_mb = 2048;
     a.duration_ms = 1234 + i;
     a.peak_cpu = 0.5;
+    a.cpu_seconds = 2.25 + i;
     a.peak_memory_mb = 900;
     a.oom = i == 1;
     a.timed_out = i == 2;
@@ -910,6 +911,7 @@ TEST_F(SqliteStoreTest, MigrationTwoUpgradesAVersionOneDatabase) {
       "DROP INDEX sandbox_allocation_by_signature_all;"
       "ALTER TABLE sandbox_allocation DROP COLUMN workload_signature;"
       "ALTER TABLE sandbox_instance DROP COLUMN plan;"
+      "ALTER TABLE sandbox_allocation DROP COLUMN cpu_seconds;"
       "DELETE FROM schema_migrations WHERE version >= 2;";
   char* err = nullptr;
   ASSERT_EQ(sqlite3_exec(db, downgrade, nullptr, nullptr, &err), SQLITE_OK) << (err ? err : "");
