@@ -287,19 +287,7 @@ Result<PaddockConfig> ParseConfig(std::string_view yaml) {
 }
 
 Result<PaddockConfig> LoadConfigFile(const std::string& path) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) return ErrnoStatus("open config " + path);
-  std::string text;
-  char buf[16384];
-  for (;;) {
-    ssize_t n = ::read(fd.get(), buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return ErrnoStatus("read config " + path);
-    if (n == 0) break;
-    text.append(buf, static_cast<size_t>(n));
-    // A configuration is a few KiB; a huge file is a mistake (or /dev/zero), not a config.
-    if (text.size() > (16u << 20)) return InvalidArgument(path + ": larger than 16 MiB");
-  }
+  PADDOCK_ASSIGN_OR_RETURN(std::string text, ReadConfigFile(path, "config"));
   Result<PaddockConfig> config = ParseConfig(text);
   if (!config.ok()) {
     return Status(config.status().code(), path + ": " + config.status().message());

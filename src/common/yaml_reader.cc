@@ -1,6 +1,8 @@
 #include "common/yaml_reader.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -10,6 +12,7 @@
 #include <cstdlib>
 #include <set>
 
+#include "common/unique_fd.h"
 #include "common/units.h"
 
 namespace paddock {
@@ -28,6 +31,22 @@ bool ValidName(const std::string& name) {
   if (!lower_or_digit(name[0])) return false;
   return std::all_of(name.begin(), name.end(),
                      [&](char c) { return lower_or_digit(c) || c == '.' || c == '_' || c == '-'; });
+}
+
+Result<std::string> ReadConfigFile(const std::string& path, std::string_view what) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return ErrnoStatus("open " + std::string(what) + " " + path);
+  std::string text;
+  char buf[16384];
+  for (;;) {
+    ssize_t n = ::read(fd.get(), buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return ErrnoStatus("read " + std::string(what) + " " + path);
+    if (n == 0) break;
+    text.append(buf, static_cast<size_t>(n));
+    if (text.size() > (16u << 20)) return InvalidArgument(path + ": larger than 16 MiB");
+  }
+  return text;
 }
 
 YamlMapReader::YamlMapReader(const YAML::Node& node, std::string path, std::string root_name)

@@ -24,6 +24,10 @@ std::string YamlElement(const std::string& path, size_t i);
 // paths and API filters, so they share the template store's rule.
 bool ValidName(const std::string& name);
 
+// Reads a configuration file whole; `what` names it in errors ("open config /etc/x.yaml: ...").
+// A configuration is a few KiB: a file over 16 MiB is a mistake (or /dev/zero), not a config.
+Result<std::string> ReadConfigFile(const std::string& path, std::string_view what);
+
 class YamlMapReader {
  public:
   // `path` is the mapping's own path ("" at the root); `root_name` names the document in

@@ -339,18 +339,7 @@ Result<PlannerConfig> ParsePlannerConfig(std::string_view yaml,
 
 Result<PlannerConfig> LoadPlannerConfigFile(const std::string& path,
                                             const std::vector<ResourceClass>& classes) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) return ErrnoStatus("open planner config " + path);
-  std::string text;
-  char buf[16384];
-  for (;;) {
-    ssize_t n = ::read(fd.get(), buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return ErrnoStatus("read planner config " + path);
-    if (n == 0) break;
-    text.append(buf, static_cast<size_t>(n));
-    if (text.size() > (16u << 20)) return InvalidArgument(path + ": larger than 16 MiB");
-  }
+  PADDOCK_ASSIGN_OR_RETURN(std::string text, ReadConfigFile(path, "planner config"));
   Result<PlannerConfig> config = ParsePlannerConfig(text, classes);
   if (!config.ok()) {
     return Status(config.status().code(), path + ": " + config.status().message());
