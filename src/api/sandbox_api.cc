@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <charconv>
 #include <chrono>
 #include <nlohmann/json.hpp>
 
@@ -65,6 +66,19 @@ Result<std::optional<double>> OptNumber(const json& j, const char* field, double
   return std::optional<double>(v);
 }
 
+// An integer query parameter in [lo, hi]; `fallback` when absent. "12abc" is not an integer.
+Result<int64_t> QueryInt(const Request& req, const char* name, int64_t fallback, int64_t lo,
+                         int64_t hi) {
+  auto text = req.Query(name);
+  if (!text) return fallback;
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), v);
+  if (text->empty() || ec != std::errc() || end != text->data() + text->size() || v < lo || v > hi)
+    return InvalidArgument(std::string(name) + ": must be an integer between " +
+                           std::to_string(lo) + " and " + std::to_string(hi));
+  return v;
+}
+
 Result<std::map<std::string, std::string>> StringMap(const json& j, const char* field) {
   std::map<std::string, std::string> out;
   if (!j.contains(field) || j[field].is_null()) return out;
@@ -78,6 +92,7 @@ Result<std::map<std::string, std::string>> StringMap(const json& j, const char* 
 
 json SandboxJson(const registry::SandboxRecord& r) {
   json metadata = json::parse(r.metadata, nullptr, false);
+  json plan = json::parse(r.plan, nullptr, false);
   return {
       {"id", r.sandbox_id},
       {"tenant_id", r.tenant_id},
@@ -339,42 +354,37 @@ Status Api::Register() {
 
   // Sizing telemetry (PLAN-4): one record per ended lease, newest first; a tenant sees its own,
   // the admin everyone's.
-  PADDOCK_RETURN_IF_ERROR(
-      s.Route("GET", "/v1/allocations",
-              WithAuth([this](const Principal& who, const Request& req, ResponseWriter& w) {
-                int limit = 100;
-                if (auto l = req.Query("limit")) {
-                  char* end = nullptr;
-                  long v = std::strtol(l->c_str(), &end, 10);
-                  if (l->empty() || *end != '\0' || v < 1 || v > 1000)
-                    return SendStatus(w, InvalidArgument("limit: must be between 1 and 1000"));
-                  limit = static_cast<int>(v);
-                }
-                auto rows = ctx_.store->ListAllocations(who.admin ? "" : who.tenant_id, limit);
-                if (!rows.ok()) return SendStatus(w, rows.status());
-                json items = json::array();
-                for (const auto& a : *rows) {
-                  items.push_back({{"sandbox_id", a.sandbox_id},
-                                   {"tenant_id", a.tenant_id},
-                                   {"task_id", a.task_id},
-                                   {"planner_input_hash", a.planner_input_hash},
-                                   {"workload_signature", a.workload_signature},
-                                   {"recommended_class", a.recommended_class},
-                                   {"actual_class", a.actual_class},
-                                   {"reason", a.reason},
-                                   {"confidence", a.confidence},
-                                   {"cpu", a.cpu},
-                                   {"memory_mb", a.memory_mb},
-                                   {"duration_ms", a.duration_ms},
-                                   {"peak_cpu", a.peak_cpu},
-                                   {"cpu_seconds", a.cpu_seconds},
-                                   {"peak_memory_mb", a.peak_memory_mb},
-                                   {"oom", a.oom},
-                                   {"timed_out", a.timed_out},
-                                   {"created_at_ms", a.created_at}});
-                }
-                w.Send(JsonResponse(200, {{"items", items}}));
-              })));
+  PADDOCK_RETURN_IF_ERROR(s.Route(
+      "GET", "/v1/allocations",
+      WithAuth([this](const Principal& who, const Request& req, ResponseWriter& w) {
+        auto limit = QueryInt(req, "limit", 100, 1, 1000);
+        if (!limit.ok()) return SendStatus(w, limit.status());
+        auto rows =
+            ctx_.store->ListAllocations(who.admin ? "" : who.tenant_id, static_cast<int>(*limit));
+        if (!rows.ok()) return SendStatus(w, rows.status());
+        json items = json::array();
+        for (const auto& a : *rows) {
+          items.push_back({{"sandbox_id", a.sandbox_id},
+                           {"tenant_id", a.tenant_id},
+                           {"task_id", a.task_id},
+                           {"planner_input_hash", a.planner_input_hash},
+                           {"workload_signature", a.workload_signature},
+                           {"recommended_class", a.recommended_class},
+                           {"actual_class", a.actual_class},
+                           {"reason", a.reason},
+                           {"confidence", a.confidence},
+                           {"cpu", a.cpu},
+                           {"memory_mb", a.memory_mb},
+                           {"duration_ms", a.duration_ms},
+                           {"peak_cpu", a.peak_cpu},
+                           {"cpu_seconds", a.cpu_seconds},
+                           {"peak_memory_mb", a.peak_memory_mb},
+                           {"oom", a.oom},
+                           {"timed_out", a.timed_out},
+                           {"created_at_ms", a.created_at}});
+        }
+        w.Send(JsonResponse(200, {{"items", items}}));
+      })));
 
   // Dry run of the planner and the policy guard: what a create with this intent would get.
   PADDOCK_RETURN_IF_ERROR(
@@ -456,28 +466,22 @@ Status Api::Register() {
         w.Send(JsonResponse(201, SandboxJson(*rec)));
       })));
 
-  PADDOCK_RETURN_IF_ERROR(
-      s.Route("GET", "/v1/sandboxes",
-              WithAuth([&mgr](const Principal& who, const Request& req, ResponseWriter& w) {
-                registry::SandboxFilter f;
-                if (auto st = req.Query("state")) f.state = *st;
-                if (auto ss = req.Query("session_id")) f.session_id = *ss;
-                if (auto c = req.Query("class")) f.resource_class = *c;
-                f.include_terminated = req.Query("all").value_or("") == "true";
-                int limit = 50;
-                if (auto l = req.Query("limit")) {
-                  try {
-                    limit = std::stoi(*l);
-                  } catch (...) {
-                    return SendStatus(w, InvalidArgument("limit: must be an integer"));
-                  }
-                }
-                auto page = mgr.List(who, f, limit, req.Query("after").value_or(""));
-                if (!page.ok()) return SendStatus(w, page.status());
-                json items = json::array();
-                for (const auto& r : page->records) items.push_back(SandboxJson(r));
-                w.Send(JsonResponse(200, {{"items", items}, {"next", page->next_after_id}}));
-              })));
+  PADDOCK_RETURN_IF_ERROR(s.Route(
+      "GET", "/v1/sandboxes",
+      WithAuth([&mgr](const Principal& who, const Request& req, ResponseWriter& w) {
+        registry::SandboxFilter f;
+        if (auto st = req.Query("state")) f.state = *st;
+        if (auto ss = req.Query("session_id")) f.session_id = *ss;
+        if (auto c = req.Query("class")) f.resource_class = *c;
+        f.include_terminated = req.Query("all").value_or("") == "true";
+        auto limit = QueryInt(req, "limit", 50, 1, 1000);
+        if (!limit.ok()) return SendStatus(w, limit.status());
+        auto page = mgr.List(who, f, static_cast<int>(*limit), req.Query("after").value_or(""));
+        if (!page.ok()) return SendStatus(w, page.status());
+        json items = json::array();
+        for (const auto& r : page->records) items.push_back(SandboxJson(r));
+        w.Send(JsonResponse(200, {{"items", items}, {"next", page->next_after_id}}));
+      })));
 
   PADDOCK_RETURN_IF_ERROR(
       s.Route("GET", "/v1/sandboxes/{id}",
@@ -748,15 +752,11 @@ Status Api::Register() {
   PADDOCK_RETURN_IF_ERROR(
       s.Route("GET", "/v1/sandboxes/{id}/events",
               WithAuth([&mgr](const Principal& who, const Request& req, ResponseWriter& w) {
-                int limit = 100;
-                int64_t after = 0;
-                try {
-                  if (auto l = req.Query("limit")) limit = std::stoi(*l);
-                  if (auto a = req.Query("after")) after = std::stoll(*a);
-                } catch (...) {
-                  return SendStatus(w, InvalidArgument("limit/after: must be integers"));
-                }
-                auto events = mgr.Events(who, req.Param("id"), limit, after);
+                auto limit = QueryInt(req, "limit", 100, 1, 1000);
+                if (!limit.ok()) return SendStatus(w, limit.status());
+                auto after = QueryInt(req, "after", 0, 0, INT64_MAX);
+                if (!after.ok()) return SendStatus(w, after.status());
+                auto events = mgr.Events(who, req.Param("id"), static_cast<int>(*limit), *after);
                 if (!events.ok()) return SendStatus(w, events.status());
                 json items = json::array();
                 for (const auto& e : *events) {

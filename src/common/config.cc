@@ -131,18 +131,9 @@ Status ParseLifecycle(const YAML::Node& node, LifecycleConfig* l) {
       r.Check({"default_ttl", "default_idle_timeout", "expiry_action", "reconcile_interval"}));
   PADDOCK_RETURN_IF_ERROR(r.Duration("default_ttl", &l->default_ttl));
   PADDOCK_RETURN_IF_ERROR(r.Duration("default_idle_timeout", &l->default_idle_timeout));
-  if (r.Has("expiry_action")) {
-    std::string action;
-    PADDOCK_RETURN_IF_ERROR(r.String("expiry_action", &action));
-    if (action == "destroy") {
-      l->expiry_action = ExpiryAction::kDestroy;
-    } else if (action == "pause") {
-      l->expiry_action = ExpiryAction::kPause;
-    } else {
-      return InvalidArgument("lifecycle.expiry_action: '" + action +
-                             "' is not one of destroy, pause");
-    }
-  }
+  PADDOCK_RETURN_IF_ERROR(r.Choice<ExpiryAction>(
+      "expiry_action", {{"destroy", ExpiryAction::kDestroy}, {"pause", ExpiryAction::kPause}},
+      &l->expiry_action));
   PADDOCK_RETURN_IF_ERROR(r.Duration("reconcile_interval", &l->reconcile_interval));
   return Status::Ok();
 }

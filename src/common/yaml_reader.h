@@ -10,6 +10,7 @@
 #include <initializer_list>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -46,6 +47,23 @@ class YamlMapReader {
   Status String(std::string_view key, std::string* out) const;  // non-empty
   Status StringList(std::string_view key, std::vector<std::string>* out) const;
   Status Bool(std::string_view key, bool* out) const;  // true | false only
+  // One of a fixed set of words, each standing for a value ("'x' is not one of a, b" else).
+  template <typename T>
+  Status Choice(std::string_view key, std::initializer_list<std::pair<std::string_view, T>> choices,
+                T* out) const {
+    if (!Has(key)) return Status::Ok();
+    std::string word;
+    PADDOCK_RETURN_IF_ERROR(String(key, &word));
+    std::string names;
+    for (const auto& [name, value] : choices) {
+      if (name == word) {
+        *out = value;
+        return Status::Ok();
+      }
+      names += (names.empty() ? "" : ", ") + std::string(name);
+    }
+    return InvalidArgument(PathOf(key) + ": '" + word + "' is not one of " + names);
+  }
   Status Unsigned(std::string_view key, uint64_t max, uint64_t* out) const;
   template <typename T>
   Status UnsignedAs(std::string_view key, uint64_t min, uint64_t max, T* out) const {

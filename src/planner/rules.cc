@@ -160,17 +160,9 @@ Status ParseTenantPolicy(const YAML::Node& node, const std::string& path,
                              "' is not a valid name");
     }
   }
-  if (r.Has("on_violation")) {
-    std::string v;
-    PADDOCK_RETURN_IF_ERROR(r.String("on_violation", &v));
-    if (v == "clamp") {
-      p->on_violation = OnViolation::kClamp;
-    } else if (v == "deny") {
-      p->on_violation = OnViolation::kDeny;
-    } else {
-      return InvalidArgument(r.PathOf("on_violation") + ": '" + v + "' is not one of clamp, deny");
-    }
-  }
+  PADDOCK_RETURN_IF_ERROR(r.Choice<OnViolation>(
+      "on_violation", {{"clamp", OnViolation::kClamp}, {"deny", OnViolation::kDeny}},
+      &p->on_violation));
   return Status::Ok();
 }
 

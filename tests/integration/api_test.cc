@@ -167,6 +167,16 @@ TEST_F(ApiTest, CreateValidatesEveryFieldByName) {
   EXPECT_EQ(out.body["stdout"], "hi\n") << out.raw;
 }
 
+TEST_F(ApiTest, QueryParametersAreValidatedByName) {
+  ExpectError(Call("GET", "/v1/sandboxes?limit=12abc", key_a_), 400, "limit");
+  ExpectError(Call("GET", "/v1/sandboxes?limit=0", key_a_), 400, "limit");
+  ExpectError(Call("GET", "/v1/allocations?limit=5000", key_a_), 400, "limit");
+  const std::string id = CreateSandbox(key_a_);
+  ExpectError(Call("GET", "/v1/sandboxes/" + id + "/events?after=-1", key_a_), 400, "after");
+  EXPECT_EQ(Call("GET", "/v1/sandboxes/" + id + "/events?limit=2&after=0", key_a_).status, 200);
+  EXPECT_EQ(Call("GET", "/v1/sandboxes?limit=1000", key_a_).status, 200);
+}
+
 TEST_F(ApiTest, OtherTenantsSandboxIsNotFound) {
   std::string id = CreateSandbox(key_a_);
   ExpectError(Call("GET", "/v1/sandboxes/" + id, key_b_), 404, "not_found");
