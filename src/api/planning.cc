@@ -44,14 +44,14 @@ Status ApplyPlan(const PlanOutcome& plan, const PaddockConfig& config,
   nlohmann::json record = plan.ToJson();
   record["task_id"] = request_id;
   create->plan_json = record.dump();
-  create->plan_summary = fmt::format(
-      "planner {} recommended {} (confidence {:.2f}); policy {} {}{}", plan.intent.planner,
-      plan.intent.resource_class, plan.intent.confidence, d.clamped ? "adjusted to" : "approved",
-      d.resource_class,
-      d.reasons.empty()
-          ? ""
-          : ": " + d.reasons.front() +
-                (d.reasons.size() > 1 ? fmt::format(" (+{} more)", d.reasons.size() - 1) : ""));
+  // One line for the event; the full reasons are in the event's metadata (the plan record).
+  std::string first_reason;
+  if (!d.reasons.empty()) first_reason = ": " + d.reasons.front();
+  if (d.reasons.size() > 1) first_reason += fmt::format(" (+{} more)", d.reasons.size() - 1);
+  create->plan_summary =
+      fmt::format("planner {} recommended {} (confidence {:.2f}); policy {} {}{}",
+                  plan.intent.planner, plan.intent.resource_class, plan.intent.confidence,
+                  d.clamped ? "adjusted to" : "approved", d.resource_class, first_reason);
   return Status::Ok();
 }
 
