@@ -447,7 +447,7 @@ int main(int argc, char** argv) {
   // 1. Measure.
   struct Row {
     const Task* task;
-    std::string signature, signature_key;
+    std::string signature, signature_key, command_signature;
     Run measure;
     Allocation cold, learned, fixed, random;
   };
@@ -480,6 +480,7 @@ int main(int argc, char** argv) {
       GuardDecision decision;
       if (!plan(*row.task, &row.cold, &intent, &decision)) break;
       row.signature = intent.workload_signature;
+      row.command_signature = intent.command_signature;
       row.signature_key =
           paddock::planner::ExtractFeatures(PlanRequest{.tenant_id = kTenant,
                                                         .task = row.task->text,
@@ -575,6 +576,7 @@ int main(int argc, char** argv) {
     task_rows.push_back(json{{"id", row.task->id},
                              {"signature", row.signature},
                              {"signature_key", row.signature_key},
+                             {"command_signature", row.command_signature},
                              {"true_peak_mb", peak},
                              {"measure", measure},
                              {"cold", AllocationJson(row.cold)},
@@ -583,15 +585,16 @@ int main(int argc, char** argv) {
                              {"random", AllocationJson(row.random)}});
   }
 
-  // What the history rule could reach at best: every task with its own signature, allocated
-  // max(min_memory, true peak x headroom rounded up to 64 MiB). The gap to learned_waste_ratio
-  // is what shared signatures cost; the rest is the headroom and the min_memory floor.
+  // What the history rule could reach at best: every task with history of its own exact
+  // commands, allocated max(exact_min_memory, true peak x exact_headroom rounded up to 64 MiB).
+  // The gap to learned_waste_ratio is what run-to-run variation and shared signatures cost; the
+  // rest is the headroom and the floor.
   double floor_waste_sum = 0;
   for (const Row& row : rows) {
     const int64_t peak = row.measure.peak_mb();
     const int64_t need = std::max<int64_t>(
-        static_cast<int64_t>(std::ceil(static_cast<double>(peak) * pcfg.history.headroom)),
-        pcfg.history.min_memory_mb);
+        static_cast<int64_t>(std::ceil(static_cast<double>(peak) * pcfg.history.exact_headroom)),
+        pcfg.history.exact_min_memory_mb);
     const double alloc = static_cast<double>((need + 63) / 64 * 64);
     floor_waste_sum += std::max(0.0, alloc - static_cast<double>(peak)) / alloc;
   }
@@ -663,8 +666,8 @@ int main(int argc, char** argv) {
         "waste_ratio = mean over tasks of max(0, allocated - true peak) / allocated MiB, true "
         "peak from the measure pass for every strategy; *_predicted_oom_rate = true peak > "
         "allocation",
-        "per_task_history_floor_waste_ratio: the waste if every task had its own signature "
-        "and history allocated max(min_memory, ceil64(true peak x headroom))"}},
+        "per_task_history_floor_waste_ratio: the waste if every task had history of its own "
+        "commands and it allocated max(exact_min_memory, ceil64(true peak x exact_headroom))"}},
       {"corpus", corpus_path},
       {"planner_config", planner_path},
       {"overrides",
@@ -674,7 +677,9 @@ int main(int argc, char** argv) {
         {"headroom", pcfg.history.headroom},
         {"oom_growth", pcfg.history.oom_growth},
         {"window", pcfg.history.window},
-        {"min_memory_mb", pcfg.history.min_memory_mb}}},
+        {"min_memory_mb", pcfg.history.min_memory_mb},
+        {"exact_headroom", pcfg.history.exact_headroom},
+        {"exact_min_memory_mb", pcfg.history.exact_min_memory_mb}}},
       {"classes", class_json},
       {"scale_to_host", scale_notes},
       {"measure_limits", {{"cpus", kMeasureCpus}, {"memory_mb", kMeasureMemoryMb}}},

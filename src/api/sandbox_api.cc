@@ -369,6 +369,7 @@ Status Api::Register() {
                            {"task_id", a.task_id},
                            {"planner_input_hash", a.planner_input_hash},
                            {"workload_signature", a.workload_signature},
+                           {"command_signature", a.command_signature},
                            {"recommended_class", a.recommended_class},
                            {"actual_class", a.actual_class},
                            {"reason", a.reason},

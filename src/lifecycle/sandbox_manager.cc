@@ -804,6 +804,7 @@ void SandboxManager::RecordLeaseEnd(const SandboxRecord& rec) {
     a.recommended_class = intent.value("resource_class", "");
     a.planner_input_hash = intent.value("input_hash", "");
     a.workload_signature = intent.value("workload_signature", "");
+    a.command_signature = intent.value("command_signature", "");
     a.confidence = intent.value("confidence", 0.0);
     std::string reason;
     for (const auto& r : decision.value("reasons", nlohmann::json::array()))

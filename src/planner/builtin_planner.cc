@@ -99,6 +99,7 @@ Result<ResourceIntent> BuiltinPlanner::Plan(const PlanRequest& request) {
   intent.input_hash = PlanRequestHash(request);
   WorkloadFeatures f = ExtractFeatures(request);
   intent.workload_signature = f.signature;
+  intent.command_signature = f.command_signature;
   std::vector<std::string>& reasons = intent.reasons;
 
   reasons.push_back(fmt::format("features: {} (signature {})",
@@ -150,25 +151,47 @@ Result<ResourceIntent> BuiltinPlanner::Plan(const PlanRequest& request) {
     }
   }
 
-  // 3. History.
+  // 3. History: runs of the very same commands first (the finest evidence, so a tighter
+  // headroom and floor apply), else runs of the same kind of task (workload signature).
   int64_t memory_mb = MemoryMiB(*cls);
-  if (history_ && !f.signature.empty()) {
-    Result<SignatureStats> stats = history_->Stats(request.tenant_id, f.signature);
-    const HistoryConfig& h = config_.history;
-    if (!stats.ok()) {
-      reasons.push_back("history: unavailable (" + BoundedQuote(stats.status().message(), 200) +
-                        ")");
-    } else if (stats->count == 0) {
+  const HistoryConfig& h = config_.history;
+  std::optional<Result<SignatureStats>> stats;
+  std::string source = "history";
+  double headroom = h.headroom;
+  int64_t min_memory_mb = h.min_memory_mb;
+  if (history_ && !f.command_signature.empty()) {
+    Result<SignatureStats> exact =
+        history_->Stats(request.tenant_id, registry::SignatureKind::kCommand, f.command_signature);
+    if (exact.ok() && exact->count >= h.min_samples) {
+      stats = std::move(exact);
+      source = "history (same commands)";
+      headroom = h.exact_headroom;
+      min_memory_mb = h.exact_min_memory_mb;
+    } else if (exact.ok() && exact->count > 0) {
+      reasons.push_back(fmt::format(
+          "history (same commands): {} run(s), fewer than the {} needed; by workload instead",
+          exact->count, h.min_samples));
+    }
+  }
+  if (history_ && !stats && !f.signature.empty()) {
+    stats = history_->Stats(request.tenant_id, registry::SignatureKind::kWorkload, f.signature);
+  }
+  if (stats && !stats->ok()) {
+    reasons.push_back("history: unavailable (" + BoundedQuote(stats->status().message(), 200) +
+                      ")");
+  } else if (stats) {
+    const SignatureStats& st = stats->value();
+    if (st.count == 0) {
       reasons.push_back("history: no measured runs of this signature yet");
-    } else if (stats->count < h.min_samples) {
+    } else if (st.count < h.min_samples) {
       reasons.push_back(fmt::format("history: {} run(s), fewer than the {} needed; not used",
-                                    stats->count, h.min_samples));
-    } else if (stats->oom_count > 0) {
+                                    st.count, h.min_samples));
+    } else if (st.oom_count > 0) {
       // Out of memory before: grow, never shrink, whatever the P95 says.
-      int64_t oomed = stats->max_oom_memory_mb > 0 ? stats->max_oom_memory_mb : MemoryMiB(*cls);
+      int64_t oomed = st.max_oom_memory_mb > 0 ? st.max_oom_memory_mb : MemoryMiB(*cls);
       int64_t need = std::max<int64_t>(
           static_cast<int64_t>(std::ceil(static_cast<double>(oomed) * h.oom_growth)),
-          static_cast<int64_t>(std::ceil(stats->p95_peak_memory_mb * h.headroom)));
+          static_cast<int64_t>(std::ceil(st.p95_peak_memory_mb * headroom)));
       const ResourceClass* to = nullptr;
       for (size_t i = IndexOf(ladder, cls); i < ladder.size() && !to; ++i) {
         if (MemoryMiB(*ladder[i]) >= need) to = ladder[i];
@@ -182,12 +205,12 @@ Result<ResourceIntent> BuiltinPlanner::Plan(const PlanRequest& request) {
         where = " -> " + to->name;
       }
       reasons.push_back(
-          fmt::format("history: {} runs, {} OOM (largest OOM'd allocation {}) -> needs >= {}{}",
-                      stats->count, stats->oom_count, FormatMiB(oomed), FormatMiB(need), where));
+          fmt::format("{}: {} runs, {} OOM (largest OOM'd allocation {}) -> needs >= {}{}", source,
+                      st.count, st.oom_count, FormatMiB(oomed), FormatMiB(need), where));
       cls = to;
       memory_mb = MemoryMiB(*cls);
       intent.confidence = 0.6;
-    } else if (stats->timeout_rate > h.max_timeout_rate) {
+    } else if (st.timeout_rate > h.max_timeout_rate) {
       size_t i = IndexOf(ladder, cls);
       const ResourceClass* to = cls;
       for (size_t k = i + 1; k < ladder.size(); ++k) {
@@ -197,15 +220,15 @@ Result<ResourceIntent> BuiltinPlanner::Plan(const PlanRequest& request) {
         }
       }
       reasons.push_back(fmt::format(
-          "history: {} runs, {:.0f}% timed out -> {}", stats->count, stats->timeout_rate * 100,
+          "{}: {} runs, {:.0f}% timed out -> {}", source, st.count, st.timeout_rate * 100,
           to == cls ? "no larger class; stays " + cls->name : "one class up: " + to->name));
       cls = to;
       memory_mb = MemoryMiB(*cls);
       intent.confidence = 0.6;
     } else {
       int64_t need_mb = std::max<int64_t>(
-          static_cast<int64_t>(std::ceil(stats->p95_peak_memory_mb * h.headroom)), h.min_memory_mb);
-      double need_cpu = stats->p95_peak_cpu;
+          static_cast<int64_t>(std::ceil(st.p95_peak_memory_mb * headroom)), min_memory_mb);
+      double need_cpu = st.p95_peak_cpu;
       const ResourceClass* to = nullptr;
       for (const ResourceClass* c : ladder) {
         if (MemoryMiB(*c) >= need_mb && c->cpus + 1e-9 >= need_cpu && c->disk_bytes >= disk_need) {
@@ -215,11 +238,11 @@ Result<ResourceIntent> BuiltinPlanner::Plan(const PlanRequest& request) {
       }
       if (!to) to = ladder.back();
       to = prefer_current(to);
-      std::string p95 = fmt::format("history: {} runs, p95 peak {}, p95 cpu {:.2f}", stats->count,
-                                    FormatMiB(stats->p95_peak_memory_mb), stats->p95_peak_cpu);
+      std::string p95 = fmt::format("{}: {} runs, p95 peak {}, p95 cpu {:.2f}", source, st.count,
+                                    FormatMiB(st.p95_peak_memory_mb), st.p95_peak_cpu);
       if (to != cls) {
         reasons.push_back(fmt::format("{} -> {} (needs {} with {:.2g}x headroom)", p95, to->name,
-                                      FormatMiB(need_mb), h.headroom));
+                                      FormatMiB(need_mb), headroom));
       } else {
         reasons.push_back(fmt::format("{} -> {} fits", p95, cls->name));
       }
@@ -230,7 +253,7 @@ Result<ResourceIntent> BuiltinPlanner::Plan(const PlanRequest& request) {
         reasons.push_back(fmt::format("memory: {} of {}'s {} (history)", FormatMiB(memory_mb),
                                       cls->name, FormatMiB(MemoryMiB(*cls))));
       }
-      double consistency = std::min(1.0, static_cast<double>(stats->count) / 20.0);
+      double consistency = std::min(1.0, static_cast<double>(st.count) / 20.0);
       intent.confidence = std::min(0.95, 0.7 + 0.25 * consistency);
     }
   }

@@ -159,10 +159,11 @@ Result<ResourceIntent> ExternalPlanner::AskModel(const PlanRequest& request) {
 Result<ResourceIntent> ExternalPlanner::Plan(const PlanRequest& request) {
   Result<ResourceIntent> answer = AskModel(request);
   // Whoever plans, history is keyed by the same signature and the record by the same hash.
-  const std::string signature = ExtractFeatures(request).signature;
+  const WorkloadFeatures features = ExtractFeatures(request);
   if (answer.ok()) {
     answer->planner = "external";
-    answer->workload_signature = signature;
+    answer->workload_signature = features.signature;
+    answer->command_signature = features.command_signature;
     answer->input_hash = PlanRequestHash(request);
     answer->reasons.insert(answer->reasons.begin(),
                            "external planner (model " + BoundedQuote(config_.model, 64) + ")");

@@ -554,8 +554,31 @@ std::pair<std::string, std::string> WorkloadSignature(const std::set<std::string
   return {key, "ws-" + Sha256Hex(key).substr(0, 16)};
 }
 
+std::string CommandSignature(const PlanRequest& request) {
+  std::string key;
+  for (const std::string& command : request.commands) {
+    std::string normalised;
+    bool pending_space = false;
+    for (char c : command) {
+      if (std::isspace(static_cast<unsigned char>(c))) {
+        pending_space = !normalised.empty();
+        continue;
+      }
+      if (pending_space) normalised += ' ';
+      pending_space = false;
+      normalised += c;
+    }
+    if (normalised.empty()) continue;
+    key += normalised;
+    key += '\n';  // commands cannot contain a separator that survives normalisation
+  }
+  if (key.empty()) return "";
+  return "wc-" + Sha256Hex(key).substr(0, 16);
+}
+
 WorkloadFeatures ExtractFeatures(const PlanRequest& request) {
   WorkloadFeatures f;
+  f.command_signature = CommandSignature(request);
   Extractor x(&f);
 
   // Free text, in order, within the analysis budget.

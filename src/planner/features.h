@@ -37,6 +37,7 @@ struct WorkloadFeatures {
   uint64_t data_bytes = 0;                      // largest data size mentioned (0 = none)
   std::string signature_key;                    // the salient tags joined by ','
   std::string signature;                        // "ws-" + 16 hex digits of sha256(signature_key)
+  std::string command_signature;                // CommandSignature(request); "" without commands
   bool truncated = false;                       // the text was longer than kMaxAnalysedBytes
 
   bool Has(std::string_view tag) const { return tags.count(std::string(tag)) > 0; }
@@ -49,6 +50,13 @@ WorkloadFeatures ExtractFeatures(const PlanRequest& request);
 // data, repo) count, so incidental tags (which package manager, a git clone) do not split
 // history. Returns {signature_key, signature}.
 std::pair<std::string, std::string> WorkloadSignature(const std::set<std::string>& tags);
+
+// The exact-commands signature: "wc-" + 16 hex digits of the sha256 of the request's commands,
+// each with its whitespace runs collapsed to one space and trimmed, empty ones dropped, in
+// order. Finer than the workload signature — `python -c 'print(1)'` and a script building a
+// 5-million-entry dict share "lang:python" but not their commands — so the planner looks it up
+// first. "" when the request has no commands (prose alone is too loose to call "the same").
+std::string CommandSignature(const PlanRequest& request);
 
 // Every tag ExtractFeatures can produce: rules naming another tag are a load error (a typo
 // such as "cap:browsr" would otherwise silently never match).

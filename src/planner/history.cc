@@ -43,10 +43,11 @@ SignatureStats ComputeStats(const std::vector<registry::AllocationRecord>& recor
 }
 
 Result<SignatureStats> RegistryUsageHistory::Stats(const std::string& tenant_id,
+                                                   registry::SignatureKind kind,
                                                    const std::string& signature) {
   if (signature.empty()) return SignatureStats{};
   PADDOCK_ASSIGN_OR_RETURN(std::vector<registry::AllocationRecord> records,
-                           store_->ListAllocationsBySignature(tenant_id, signature, window_));
+                           store_->ListAllocationsBySignature(tenant_id, kind, signature, window_));
   return ComputeStats(records);
 }
 

@@ -29,10 +29,10 @@ struct SignatureStats {
 class UsageHistory {
  public:
   virtual ~UsageHistory() = default;
-  // Statistics over the recent runs of `signature` for the tenant; count 0 when there are
-  // none. Errors are the backing store's (the planner then plans without history).
-  // Thread-safe.
-  virtual Result<SignatureStats> Stats(const std::string& tenant_id,
+  // Statistics over the recent runs whose signature of `kind` is `signature`, for the tenant;
+  // count 0 when there are none. Errors are the backing store's (the planner then plans
+  // without history). Thread-safe.
+  virtual Result<SignatureStats> Stats(const std::string& tenant_id, registry::SignatureKind kind,
                                        const std::string& signature) = 0;
 };
 
@@ -41,14 +41,15 @@ class UsageHistory {
 SignatureStats ComputeStats(const std::vector<registry::AllocationRecord>& records);
 
 // History from the registry: the newest `window` allocations of the tenant with the
-// signature (tenant "" = every tenant's: a request planned without a tenant learns from all).
-// The store must outlive this object; thread-safe as the store is.
+// signature of that kind (tenant "" = every tenant's: a request planned without a tenant learns
+// from all). The store must outlive this object; thread-safe as the store is.
 class RegistryUsageHistory final : public UsageHistory {
  public:
   explicit RegistryUsageHistory(registry::Store* store, int window = 50)
       : store_(store), window_(window < 1 ? 1 : window) {}
 
-  Result<SignatureStats> Stats(const std::string& tenant_id, const std::string& signature) override;
+  Result<SignatureStats> Stats(const std::string& tenant_id, registry::SignatureKind kind,
+                               const std::string& signature) override;
 
  private:
   registry::Store* store_;

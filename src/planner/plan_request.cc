@@ -107,15 +107,17 @@ json ResourceIntentToJson(const ResourceIntent& i) {
               {"reasons", i.reasons},
               {"planner", i.planner},
               {"workload_signature", i.workload_signature},
+              {"command_signature", i.command_signature},
               {"input_hash", i.input_hash}};
 }
 
 Result<ResourceIntent> ResourceIntentFromJson(const json& j, std::string_view path) {
   ObjectReader r(j, std::string(path));
   PADDOCK_RETURN_IF_ERROR(r.CheckObject());
-  PADDOCK_RETURN_IF_ERROR(r.RejectUnknown(
-      {"resource_class", "cpu", "memory_mb", "disk_gb", "runtime", "template", "network_profile",
-       "ttl_seconds", "confidence", "reasons", "planner", "workload_signature", "input_hash"}));
+  PADDOCK_RETURN_IF_ERROR(
+      r.RejectUnknown({"resource_class", "cpu", "memory_mb", "disk_gb", "runtime", "template",
+                       "network_profile", "ttl_seconds", "confidence", "reasons", "planner",
+                       "workload_signature", "command_signature", "input_hash"}));
   ResourceIntent i;
   PADDOCK_RETURN_IF_ERROR(r.String("resource_class", 256, &i.resource_class));
   std::optional<double> d;
@@ -139,6 +141,7 @@ Result<ResourceIntent> ResourceIntentFromJson(const json& j, std::string_view pa
   PADDOCK_RETURN_IF_ERROR(r.StringList("reasons", 100, 4096, &i.reasons));
   PADDOCK_RETURN_IF_ERROR(r.String("planner", 1024, &i.planner));
   PADDOCK_RETURN_IF_ERROR(r.String("workload_signature", 256, &i.workload_signature));
+  PADDOCK_RETURN_IF_ERROR(r.String("command_signature", 256, &i.command_signature));
   PADDOCK_RETURN_IF_ERROR(r.String("input_hash", 256, &i.input_hash));
   return i;
 }

@@ -62,6 +62,7 @@ struct ResourceIntent {
   // Which backend produced it: "builtin", "external", "builtin (external failed: <why>)".
   std::string planner;
   std::string workload_signature;  // see features.h
+  std::string command_signature;   // see features.h CommandSignature; "" without commands
   std::string input_hash;          // PlanRequestHash of the request
 
   bool operator==(const ResourceIntent&) const = default;

@@ -101,8 +101,8 @@ Status ParseRule(const YAML::Node& node, const std::string& path,
 
 Status ParseHistory(const YAML::Node& node, HistoryConfig* h) {
   YamlMapReader r(node, "history", "planner config");
-  PADDOCK_RETURN_IF_ERROR(r.Check(
-      {"min_samples", "headroom", "oom_growth", "max_timeout_rate", "window", "min_memory"}));
+  PADDOCK_RETURN_IF_ERROR(r.Check({"min_samples", "headroom", "oom_growth", "max_timeout_rate",
+                                   "window", "min_memory", "exact_headroom", "exact_min_memory"}));
   int64_t n = h->min_samples;
   PADDOCK_RETURN_IF_ERROR(r.Integer("min_samples", 1, 10'000, &n));
   h->min_samples = static_cast<int>(n);
@@ -119,6 +119,13 @@ Status ParseHistory(const YAML::Node& node, HistoryConfig* h) {
   PADDOCK_RETURN_IF_ERROR(r.Size("min_memory", &min_memory));
   h->min_memory_mb = static_cast<int64_t>(min_memory >> 20);
   if (h->min_memory_mb < 1) return InvalidArgument("history.min_memory: must be at least 1MiB");
+  PADDOCK_RETURN_IF_ERROR(r.Number("exact_headroom", 1.0, 10.0, &h->exact_headroom));
+  uint64_t exact_min_memory = static_cast<uint64_t>(h->exact_min_memory_mb) << 20;
+  PADDOCK_RETURN_IF_ERROR(r.Size("exact_min_memory", &exact_min_memory));
+  h->exact_min_memory_mb = static_cast<int64_t>(exact_min_memory >> 20);
+  if (h->exact_min_memory_mb < 1) {
+    return InvalidArgument("history.exact_min_memory: must be at least 1MiB");
+  }
   return Status::Ok();
 }
 

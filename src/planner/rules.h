@@ -55,6 +55,10 @@ struct HistoryConfig {
   double max_timeout_rate = 0.2;  // more timeouts than this (fraction) moves up a class
   int window = 50;                // newest allocations per signature considered
   int64_t min_memory_mb = 256;    // never recommend less memory than this
+  // History of the very same commands (features.h CommandSignature) is the closest evidence
+  // there is, so it is trusted with less headroom and a lower floor.
+  double exact_headroom = 1.2;
+  int64_t exact_min_memory_mb = 64;
 
   bool operator==(const HistoryConfig&) const = default;
 };

@@ -23,6 +23,7 @@ registry::AllocationRecord MakeAllocationRecord(const std::string& sandbox_id,
   a.task_id = task_id;
   a.planner_input_hash = intent.input_hash;
   a.workload_signature = intent.workload_signature;
+  a.command_signature = intent.command_signature;
   a.recommended_class = intent.resource_class;
   a.actual_class = decision.resource_class;
   a.confidence = std::isfinite(intent.confidence) ? std::clamp(intent.confidence, 0.0, 1.0) : 0;

@@ -154,8 +154,17 @@ struct AllocationRecord {
   // The planner's workload signature (planner/features.h): the key its history is looked up
   // by. "" for records made without the planner.
   std::string workload_signature;
+  // The exact-commands signature (planner/features.h CommandSignature): history of the very
+  // same commands, looked up before the workload signature. "" when the plan had no commands.
+  std::string command_signature;
 
   bool operator==(const AllocationRecord&) const = default;
+};
+
+// Which of an allocation record's signatures a history lookup matches.
+enum class SignatureKind {
+  kWorkload,  // AllocationRecord::workload_signature: the same kind of task
+  kCommand,   // AllocationRecord::command_signature: the very same commands
 };
 
 class Store {
@@ -262,10 +271,11 @@ class Store {
   // At most `limit` (>= 1) records of the tenant ("" = every tenant), newest first.
   virtual Result<std::vector<AllocationRecord>> ListAllocations(const std::string& tenant_id,
                                                                 int limit) = 0;
-  // At most `limit` (>= 1) records with this workload signature of the tenant ("" = every
-  // tenant), newest first: the planner's usage history (PLAN-4).
+  // At most `limit` (>= 1) records whose signature of `kind` is `signature`, of the tenant
+  // ("" = every tenant), newest first: the planner's usage history (PLAN-4).
   virtual Result<std::vector<AllocationRecord>> ListAllocationsBySignature(
-      const std::string& tenant_id, const std::string& workload_signature, int limit) = 0;
+      const std::string& tenant_id, SignatureKind kind, const std::string& signature,
+      int limit) = 0;
 };
 
 }  // namespace paddock::registry

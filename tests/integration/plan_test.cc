@@ -147,6 +147,9 @@ TEST_F(PlanTest, CreateFromIntentRecordsTheDecisionAndLearnsFromUsage) {
   EXPECT_EQ(a["recommended_class"], "medium");
   EXPECT_EQ(a["actual_class"], "medium");
   EXPECT_EQ(a["workload_signature"], created.body["plan"]["intent"]["workload_signature"]);
+  // The task has commands, so the record also carries their exact signature.
+  EXPECT_EQ(a["command_signature"], created.body["plan"]["intent"]["command_signature"]);
+  EXPECT_EQ(a["command_signature"].get<std::string>().substr(0, 3), "wc-") << a.dump();
   EXPECT_GE(a["peak_memory_mb"].get<int64_t>(), 120) << a.dump();
   EXPECT_LT(a["peak_memory_mb"].get<int64_t>(), 256) << a.dump();
   EXPECT_FALSE(a["oom"].get<bool>());
@@ -161,7 +164,10 @@ TEST_F(PlanTest, CreateFromIntentRecordsTheDecisionAndLearnsFromUsage) {
   ASSERT_EQ(next.status, 200) << next.raw;
   EXPECT_EQ(next.body["intent"]["resource_class"], "small") << next.raw;
   EXPECT_LT(next.body["intent"]["memory_mb"].get<int64_t>(), 256) << next.raw;
-  EXPECT_NE(next.body["intent"]["reasons"].dump().find("history"), std::string::npos) << next.raw;
+  // The very same commands ran before, so their own history decided.
+  EXPECT_NE(next.body["intent"]["reasons"].dump().find("history (same commands)"),
+            std::string::npos)
+      << next.raw;
 }
 
 TEST_F(PlanTest, IntentIsValidatedAndPolicyDenialIs403) {

@@ -143,6 +143,13 @@ ALTER TABLE sandbox_instance ADD COLUMN plan TEXT NOT NULL DEFAULT '{}' CHECK (j
     {4, "allocation cpu time", R"sql(
 ALTER TABLE sandbox_allocation ADD COLUMN cpu_seconds REAL NOT NULL DEFAULT 0;
 )sql"},
+    // Exact-commands history is looked up like the workload signature's (see migration 2).
+    {5, "allocation command signature", R"sql(
+ALTER TABLE sandbox_allocation ADD COLUMN command_signature TEXT NOT NULL DEFAULT '';
+CREATE INDEX sandbox_allocation_by_command
+  ON sandbox_allocation(tenant_id, command_signature, id);
+CREATE INDEX sandbox_allocation_by_command_all ON sandbox_allocation(command_signature, id);
+)sql"},
 };
 
 constexpr int kBusyTimeoutMs = 5000;
@@ -443,7 +450,7 @@ EventRecord ReadEvent(const sqlite_internal::Statement& s) {
 #define PADDOCK_ALLOCATION_COLUMNS                                                            \
   "id, sandbox_id, tenant_id, task_id, planner_input_hash, recommended_class, actual_class, " \
   "reason, confidence, cpu, memory_mb, duration_ms, peak_cpu, peak_memory_mb, oom, "          \
-  "timed_out, created_at, workload_signature, cpu_seconds"
+  "timed_out, created_at, workload_signature, cpu_seconds, command_signature"
 
 AllocationRecord ReadAllocation(const sqlite_internal::Statement& s) {
   AllocationRecord a;
@@ -466,6 +473,7 @@ AllocationRecord ReadAllocation(const sqlite_internal::Statement& s) {
   a.created_at = s.Int(16);
   a.workload_signature = s.Text(17);
   a.cpu_seconds = s.Real(18);
+  a.command_signature = s.Text(19);
   return a;
 }
 
@@ -1172,12 +1180,14 @@ Result<int64_t> SqliteStore::InsertAllocation(const AllocationRecord& a) {
                       "INSERT INTO sandbox_allocation (sandbox_id, tenant_id, task_id, "
                       "planner_input_hash, recommended_class, actual_class, reason, confidence, "
                       "cpu, memory_mb, duration_ms, peak_cpu, peak_memory_mb, oom, timed_out, "
-                      "created_at, workload_signature, cpu_seconds) VALUES (?1, ?2, ?3, ?4, ?5, "
-                      "?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18) RETURNING id"));
+                      "created_at, workload_signature, cpu_seconds, command_signature) VALUES (?1, "
+                      "?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, "
+                      "?18, ?19) RETURNING id"));
   PADDOCK_RETURN_IF_ERROR(s.Bind(a.sandbox_id, a.tenant_id, a.task_id, a.planner_input_hash,
                                  a.recommended_class, a.actual_class, a.reason, a.confidence, a.cpu,
                                  a.memory_mb, a.duration_ms, a.peak_cpu, a.peak_memory_mb, a.oom,
-                                 a.timed_out, a.created_at, a.workload_signature, a.cpu_seconds));
+                                 a.timed_out, a.created_at, a.workload_signature, a.cpu_seconds,
+                                 a.command_signature));
   PADDOCK_ASSIGN_OR_RETURN(bool row, s.Step());
   if (!row) return Internal("insert allocation: no id returned");
   int64_t id = s.Int(0);
@@ -1205,24 +1215,33 @@ Result<std::vector<AllocationRecord>> SqliteStore::ListAllocations(const std::st
 }
 
 Result<std::vector<AllocationRecord>> SqliteStore::ListAllocationsBySignature(
-    const std::string& tenant_id, const std::string& workload_signature, int limit) {
+    const std::string& tenant_id, SignatureKind kind, const std::string& signature, int limit) {
   const char* op = "list allocations by signature";
   PADDOCK_RETURN_IF_ERROR(CheckLimit(op, limit));
   std::lock_guard lock(mu_);
-  // Two statements rather than "(?1 = '' OR tenant_id = ?1)": with the OR, SQLite cannot use
-  // the (tenant_id, workload_signature, id) index for the per-tenant lookup the planner makes.
+  // Two statements per kind rather than "(?1 = '' OR tenant_id = ?1)": with the OR, SQLite
+  // cannot use the (tenant_id, <signature>, id) index for the per-tenant lookup the planner
+  // makes. The column name comes from this fixed table, never from the caller.
+  const bool by_command = kind == SignatureKind::kCommand;
   std::optional<Stmt> s;
   if (tenant_id.empty()) {
-    PADDOCK_ASSIGN_OR_RETURN(s, Prepare(op, "SELECT " PADDOCK_ALLOCATION_COLUMNS
-                                            " FROM sandbox_allocation WHERE workload_signature = ?1"
-                                            " ORDER BY id DESC LIMIT ?2"));
-    PADDOCK_RETURN_IF_ERROR(s->Bind(workload_signature, limit));
+    PADDOCK_ASSIGN_OR_RETURN(
+        s, Prepare(op, by_command ? "SELECT " PADDOCK_ALLOCATION_COLUMNS
+                                    " FROM sandbox_allocation WHERE command_signature = ?1"
+                                    " ORDER BY id DESC LIMIT ?2"
+                                  : "SELECT " PADDOCK_ALLOCATION_COLUMNS
+                                    " FROM sandbox_allocation WHERE workload_signature = ?1"
+                                    " ORDER BY id DESC LIMIT ?2"));
+    PADDOCK_RETURN_IF_ERROR(s->Bind(signature, limit));
   } else {
     PADDOCK_ASSIGN_OR_RETURN(
-        s, Prepare(op, "SELECT " PADDOCK_ALLOCATION_COLUMNS
-                       " FROM sandbox_allocation WHERE tenant_id = ?1 AND workload_signature = ?2"
-                       " ORDER BY id DESC LIMIT ?3"));
-    PADDOCK_RETURN_IF_ERROR(s->Bind(tenant_id, workload_signature, limit));
+        s, Prepare(op, by_command ? "SELECT " PADDOCK_ALLOCATION_COLUMNS
+                                    " FROM sandbox_allocation WHERE tenant_id = ?1 AND "
+                                    "command_signature = ?2 ORDER BY id DESC LIMIT ?3"
+                                  : "SELECT " PADDOCK_ALLOCATION_COLUMNS
+                                    " FROM sandbox_allocation WHERE tenant_id = ?1 AND "
+                                    "workload_signature = ?2 ORDER BY id DESC LIMIT ?3"));
+    PADDOCK_RETURN_IF_ERROR(s->Bind(tenant_id, signature, limit));
   }
   std::vector<AllocationRecord> out;
   for (;;) {

@@ -97,8 +97,10 @@ class SqliteStore final : public Store {
   Result<int64_t> InsertAllocation(const AllocationRecord& alloc) override;
   Result<std::vector<AllocationRecord>> ListAllocations(const std::string& tenant_id,
                                                         int limit) override;
-  Result<std::vector<AllocationRecord>> ListAllocationsBySignature(
-      const std::string& tenant_id, const std::string& workload_signature, int limit) override;
+  Result<std::vector<AllocationRecord>> ListAllocationsBySignature(const std::string& tenant_id,
+                                                                   SignatureKind kind,
+                                                                   const std::string& signature,
+                                                                   int limit) override;
 
  private:
   using Stmt = sqlite_internal::Statement;

@@ -123,6 +123,54 @@ TEST_F(PlannerBuiltinTest, HistoryWithEnoughSamplesShrinksTheClassAndMemory) {
   EXPECT_EQ(history.last_signature, i.workload_signature);
 }
 
+// Runs of the very same commands come first, with the tighter exact headroom and floor.
+TEST_F(PlannerBuiltinTest, ExactCommandHistoryComesFirstWithALowerFloor) {
+  PlanRequest r = Task("", {"python3 -c 'print(1)'"});
+  FakeHistory history;
+  SignatureStats workload;  // the plain-Python workload: some of its runs were big
+  workload.count = 10;
+  workload.p95_peak_memory_mb = 700;
+  workload.p95_peak_cpu = 1;
+  history.any = workload;
+  SignatureStats exact;
+  exact.count = 3;
+  exact.p95_peak_memory_mb = 9;
+  exact.p95_peak_cpu = 0.1;
+  history.commands[CommandSignature(r)] = exact;
+
+  ResourceIntent i = Plan(r, &history);
+  EXPECT_EQ(i.resource_class, "python-small") << Reasons(i);
+  EXPECT_EQ(i.memory_mb, 64) << Reasons(i);  // 9 * 1.2 < the 64 MiB exact floor
+  EXPECT_TRUE(HasReason(i, "history (same commands): 3 runs, p95 peak 9 MiB")) << Reasons(i);
+  EXPECT_EQ(i.command_signature, CommandSignature(r));
+  EXPECT_EQ(history.last_command_signature, i.command_signature);
+  EXPECT_EQ(history.last_signature, "");  // the workload history was not needed
+
+  // Too few exact runs: the workload's history decides, with its own headroom and floor.
+  history.commands[CommandSignature(r)].count = 2;
+  ResourceIntent fallback = Plan(r, &history);
+  EXPECT_EQ(fallback.memory_mb, 960) << Reasons(fallback);  // 700 * 1.3 = 910 -> 960
+  EXPECT_TRUE(HasReason(fallback,
+                        "history (same commands): 2 run(s), fewer than the 3 needed; by workload"))
+      << Reasons(fallback);
+  EXPECT_TRUE(HasReason(fallback, "history: 10 runs, p95 peak 700 MiB")) << Reasons(fallback);
+
+  // The exact floor is the exact history's: the workload's 256 MiB still holds for it.
+  workload.p95_peak_memory_mb = 9;
+  history.any = workload;
+  EXPECT_EQ(Plan(r, &history).memory_mb, 256);
+
+  // An exact OOM grows the allocation like any other.
+  exact.count = 3;
+  exact.oom_count = 1;
+  exact.oom_rate = 1.0 / 3;
+  exact.max_oom_memory_mb = 2048;
+  history.commands[CommandSignature(r)] = exact;
+  ResourceIntent grown = Plan(r, &history);
+  EXPECT_EQ(grown.resource_class, "python-medium") << Reasons(grown);
+  EXPECT_TRUE(HasReason(grown, "history (same commands): 3 runs, 1 OOM")) << Reasons(grown);
+}
+
 TEST_F(PlannerBuiltinTest, HistoryCpuNeedKeepsALargerClass) {
   FakeHistory history;
   SignatureStats s;

@@ -135,6 +135,7 @@ TEST_F(ExternalPlannerTest, AGoodAnswerIsUsedAndTheRequestIsWellFormed) {
   EXPECT_EQ(i.runtime, "native");
   EXPECT_EQ(i.template_name, "host");
   EXPECT_EQ(i.workload_signature, ExtractFeatures(r).signature);
+  EXPECT_EQ(i.command_signature, CommandSignature(r));
   EXPECT_EQ(i.input_hash, PlanRequestHash(r));
   EXPECT_TRUE(HasReason(i, "external: model says 'playwright needs a browser'")) << Reasons(i);
 

@@ -58,6 +58,30 @@ TEST(FeatureExtractionTest, RewordingKeepsTheSignature) {
   EXPECT_TRUE(c.Has("pm:pip"));
 }
 
+TEST(FeatureExtractionTest, CommandSignatureIsTheExactCommandsUpToWhitespace) {
+  PlanRequest a = Task("make a dict", {"python3 -c 'd = {i: i for i in range(5_000_000)}'"});
+  PlanRequest spaced = Task("build a big mapping", {"  python3   -c\t'd = {i: i for i in "
+                                                    "range(5_000_000)}'  ",
+                                                    "   "});
+  PlanRequest hello = Task("make a dict", {"python3 -c 'print(1)'"});
+  EXPECT_EQ(CommandSignature(a).substr(0, 3), "wc-");
+  EXPECT_EQ(CommandSignature(a).size(), 19u);
+  // Whitespace, empty commands and the prose do not matter; the commands do.
+  EXPECT_EQ(CommandSignature(a), CommandSignature(spaced));
+  EXPECT_NE(CommandSignature(a), CommandSignature(hello));
+  // Both are plain Python: one workload signature, two command signatures.
+  EXPECT_EQ(ExtractFeatures(a).signature, ExtractFeatures(hello).signature);
+  EXPECT_EQ(ExtractFeatures(a).command_signature, CommandSignature(a));
+  // Order matters (a different program), and so does where one command ends.
+  EXPECT_NE(CommandSignature(Task("", {"make", "make test"})),
+            CommandSignature(Task("", {"make test", "make"})));
+  EXPECT_NE(CommandSignature(Task("", {"make test"})),
+            CommandSignature(Task("", {"make", "test"})));
+  // No commands: no exact signature (prose alone is not "the same run").
+  EXPECT_EQ(CommandSignature(Task("print hello")), "");
+  EXPECT_EQ(CommandSignature(Task("print hello", {" ", ""})), "");
+}
+
 TEST(FeatureExtractionTest, SeedBrowserBuildPlan) {
   PlanRequest r = Task("screenshot the frontend", {},
                        {"1. clone repo", "2. npm install", "3. install playwright",

@@ -86,17 +86,18 @@ TEST_F(HistoryRegistryTest, RegistryHistoryReadsTheNewestWindowPerTenantAndSigna
   ASSERT_TRUE(store_->InsertAllocation(other_signature).ok());
 
   RegistryUsageHistory window5(store_.get(), 5);
-  auto s = window5.Stats("t1", "ws-1");
+  auto s = window5.Stats("t1", registry::SignatureKind::kWorkload, "ws-1");
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   EXPECT_EQ(s->count, 5);
   EXPECT_EQ(s->p95_peak_memory_mb, 100);
 
   RegistryUsageHistory all(store_.get(), 50);
-  EXPECT_EQ(all.Stats("t1", "ws-1")->p95_peak_memory_mb, 5000);
-  EXPECT_EQ(all.Stats("t1", "ws-1")->count, 10);
-  EXPECT_EQ(all.Stats("", "ws-1")->count, 11);  // "" = every tenant
-  EXPECT_EQ(all.Stats("t3", "ws-1")->count, 0);
-  EXPECT_EQ(all.Stats("t1", "")->count, 0);
+  EXPECT_EQ(all.Stats("t1", registry::SignatureKind::kWorkload, "ws-1")->p95_peak_memory_mb, 5000);
+  EXPECT_EQ(all.Stats("t1", registry::SignatureKind::kWorkload, "ws-1")->count, 10);
+  EXPECT_EQ(all.Stats("", registry::SignatureKind::kWorkload, "ws-1")->count,
+            11);  // "" = every tenant
+  EXPECT_EQ(all.Stats("t3", registry::SignatureKind::kWorkload, "ws-1")->count, 0);
+  EXPECT_EQ(all.Stats("t1", registry::SignatureKind::kWorkload, "")->count, 0);
 }
 
 // PLAN-4 end to end: plan, guard, record what was used, and the next plan learns from it.
@@ -151,6 +152,7 @@ TEST(PlannerTelemetryTest, RecordCarriesIntentDecisionAndUsage) {
   intent.planner = "external";
   intent.input_hash = "abc";
   intent.workload_signature = "ws-9";
+  intent.command_signature = "wc-9";
   GuardDecision d;
   d.allowed = true;
   d.resource_class = "python-medium";
@@ -170,6 +172,7 @@ TEST(PlannerTelemetryTest, RecordCarriesIntentDecisionAndUsage) {
   EXPECT_EQ(a.actual_class, "python-medium");
   EXPECT_EQ(a.planner_input_hash, "abc");
   EXPECT_EQ(a.workload_signature, "ws-9");
+  EXPECT_EQ(a.command_signature, "wc-9");
   EXPECT_DOUBLE_EQ(a.confidence, 0.8);
   EXPECT_DOUBLE_EQ(a.cpu, 2);
   EXPECT_EQ(a.memory_mb, 4096);

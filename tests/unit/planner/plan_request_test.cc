@@ -128,6 +128,7 @@ TEST(PlannerRequestTest, IntentJsonRoundTrips) {
   i.reasons = {"rule 'browser' matched"};
   i.planner = "builtin";
   i.workload_signature = "ws-0123456789abcdef";
+  i.command_signature = "wc-0123456789abcdef";
   i.input_hash = std::string(64, 'a');
   json j = ResourceIntentToJson(i);
   EXPECT_EQ(j["template"], "host");

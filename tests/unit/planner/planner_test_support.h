@@ -36,24 +36,30 @@ inline PlanRequest Task(std::string task, std::vector<std::string> commands = {}
   return r;
 }
 
-// Answers Stats() from a map keyed by signature; records the last lookup.
+// Answers Stats() from maps keyed by signature, one per kind; records the last lookups.
 class FakeHistory : public UsageHistory {
  public:
-  Result<SignatureStats> Stats(const std::string& tenant_id,
+  Result<SignatureStats> Stats(const std::string& tenant_id, registry::SignatureKind kind,
                                const std::string& signature) override {
     last_tenant = tenant_id;
-    last_signature = signature;
     if (!error.ok()) return error;
+    if (kind == registry::SignatureKind::kCommand) {
+      last_command_signature = signature;
+      auto it = commands.find(signature);
+      return it != commands.end() ? it->second : SignatureStats{};
+    }
+    last_signature = signature;
     auto it = stats.find(signature);
     if (it != stats.end()) return it->second;
     if (any) return *any;
     return SignatureStats{};
   }
 
-  std::map<std::string, SignatureStats> stats;
-  std::optional<SignatureStats> any;  // answer for every signature when set
+  std::map<std::string, SignatureStats> stats;     // workload signature -> stats
+  std::optional<SignatureStats> any;               // answer for every workload signature
+  std::map<std::string, SignatureStats> commands;  // command signature -> stats
   Status error;
-  std::string last_tenant, last_signature;
+  std::string last_tenant, last_signature, last_command_signature;
 };
 
 }  // namespace paddock::planner::testing

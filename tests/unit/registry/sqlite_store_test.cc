@@ -866,16 +866,21 @@ TEST_F(SqliteStoreTest, AllocationsBySignatureNewestFirst) {
   AllocationRecord a4 = add("t2", "ws-a", 4);
   AllocationRecord a5 = add("t1", "ws-a", 5);
 
-  auto list = store_->ListAllocationsBySignature("t1", "ws-a", 10);
+  auto list = store_->ListAllocationsBySignature("t1", SignatureKind::kWorkload, "ws-a", 10);
   ASSERT_TRUE(list.ok()) << list.status().ToString();
   EXPECT_EQ(*list, (std::vector<AllocationRecord>{a5, a3, a1}));  // the signature round-trips
-  EXPECT_EQ(store_->ListAllocationsBySignature("t1", "ws-a", 2)->size(), 2u);
-  EXPECT_EQ(*store_->ListAllocationsBySignature("", "ws-a", 10),
+  EXPECT_EQ(store_->ListAllocationsBySignature("t1", SignatureKind::kWorkload, "ws-a", 2)->size(),
+            2u);
+  EXPECT_EQ(*store_->ListAllocationsBySignature("", SignatureKind::kWorkload, "ws-a", 10),
             (std::vector<AllocationRecord>{a5, a4, a3, a1}));
-  EXPECT_TRUE(store_->ListAllocationsBySignature("t1", "ws-zzz", 10)->empty());
-  EXPECT_TRUE(store_->ListAllocationsBySignature("t1", "ws-a' OR '1'='1", 10)->empty());
-  EXPECT_EQ(store_->ListAllocationsBySignature("t1", "ws-a", 0).status().code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_TRUE(
+      store_->ListAllocationsBySignature("t1", SignatureKind::kWorkload, "ws-zzz", 10)->empty());
+  EXPECT_TRUE(
+      store_->ListAllocationsBySignature("t1", SignatureKind::kWorkload, "ws-a' OR '1'='1", 10)
+          ->empty());
+  EXPECT_EQ(
+      store_->ListAllocationsBySignature("t1", SignatureKind::kWorkload, "ws-a", 0).status().code(),
+      StatusCode::kInvalidArgument);
   // The per-tenant lookup is served by the new index.
   sqlite3* db = RawDb();
   sqlite3_stmt* st = nullptr;
@@ -892,6 +897,41 @@ TEST_F(SqliteStoreTest, AllocationsBySignatureNewestFirst) {
   sqlite3_finalize(st);
   sqlite3_close(db);
   EXPECT_NE(plan.find("sandbox_allocation_by_signature"), std::string::npos) << plan;
+}
+
+// The exact-commands history: matched on its own column, never on the workload signature's.
+TEST_F(SqliteStoreTest, AllocationsByCommandSignature) {
+  auto add = [&](const std::string& tenant, const std::string& workload, const std::string& command,
+                 int64_t peak) {
+    AllocationRecord a;
+    a.sandbox_id = "sb-" + std::to_string(peak);
+    a.tenant_id = tenant;
+    a.workload_signature = workload;
+    a.command_signature = command;
+    a.peak_memory_mb = peak;
+    a.created_at = 8000 + peak;
+    auto id = store_->InsertAllocation(a);
+    EXPECT_TRUE(id.ok()) << id.status().ToString();
+    a.id = id.ok() ? *id : 0;
+    return a;
+  };
+  AllocationRecord a1 = add("t1", "ws-a", "wc-1", 1);
+  AllocationRecord a2 = add("t1", "ws-a", "wc-2", 2);
+  AllocationRecord a3 = add("t2", "ws-a", "wc-1", 3);
+  AllocationRecord a4 = add("t1", "ws-b", "wc-1", 4);
+
+  constexpr SignatureKind kCommand = SignatureKind::kCommand;
+  auto list = store_->ListAllocationsBySignature("t1", kCommand, "wc-1", 10);
+  ASSERT_TRUE(list.ok()) << list.status().ToString();
+  EXPECT_EQ(*list, (std::vector<AllocationRecord>{a4, a1}));  // the signature round-trips
+  EXPECT_EQ(*store_->ListAllocationsBySignature("", kCommand, "wc-1", 10),
+            (std::vector<AllocationRecord>{a4, a3, a1}));
+  EXPECT_EQ(*store_->ListAllocationsBySignature("t1", kCommand, "wc-2", 10),
+            (std::vector<AllocationRecord>{a2}));
+  // A workload signature is not a command signature, and the reverse.
+  EXPECT_TRUE(store_->ListAllocationsBySignature("t1", kCommand, "ws-a", 10)->empty());
+  EXPECT_TRUE(
+      store_->ListAllocationsBySignature("t1", SignatureKind::kWorkload, "wc-1", 10)->empty());
 }
 
 // Migration 2 upgrades a version-1 file in place: existing allocations keep their data and get
@@ -912,6 +952,9 @@ TEST_F(SqliteStoreTest, MigrationTwoUpgradesAVersionOneDatabase) {
       "ALTER TABLE sandbox_allocation DROP COLUMN workload_signature;"
       "ALTER TABLE sandbox_instance DROP COLUMN plan;"
       "ALTER TABLE sandbox_allocation DROP COLUMN cpu_seconds;"
+      "DROP INDEX sandbox_allocation_by_command;"
+      "DROP INDEX sandbox_allocation_by_command_all;"
+      "ALTER TABLE sandbox_allocation DROP COLUMN command_signature;"
       "DELETE FROM schema_migrations WHERE version >= 2;";
   char* err = nullptr;
   ASSERT_EQ(sqlite3_exec(db, downgrade, nullptr, nullptr, &err), SQLITE_OK) << (err ? err : "");
@@ -925,7 +968,8 @@ TEST_F(SqliteStoreTest, MigrationTwoUpgradesAVersionOneDatabase) {
   ASSERT_EQ(list->size(), 1u);
   EXPECT_EQ((*list)[0].peak_memory_mb, 77);
   EXPECT_EQ((*list)[0].workload_signature, "");
-  EXPECT_EQ(store_->ListAllocationsBySignature("t1", "", 10)->size(), 1u);
+  EXPECT_EQ((*list)[0].command_signature, "");
+  EXPECT_EQ(store_->ListAllocationsBySignature("t1", SignatureKind::kWorkload, "", 10)->size(), 1u);
 }
 
 }  // namespace
