@@ -114,6 +114,8 @@ struct EnvironmentRecord {
   std::string snapshot_id;
   int64_t environment_version = 0;
   int64_t dirty_level = 0;
+  // The full environment manifest (sessions/environment_manifest.h) as a JSON object.
+  std::string manifest = "{}";
 
   bool operator==(const EnvironmentRecord&) const = default;
 };
@@ -159,6 +161,74 @@ struct AllocationRecord {
   std::string command_signature;
 
   bool operator==(const AllocationRecord&) const = default;
+};
+
+// A session (SCH-1, REUSE-6): durable state — a persistent workspace, its runs, its
+// checkpoints — served by temporary sandboxes. One run at a time.
+struct SessionRecord {
+  std::string session_id;
+  std::string tenant_id;
+  std::string user_id;
+  std::string workspace_id;
+  std::string state = "active";    // "active" | "closed"
+  std::string current_sandbox_id;  // the sandbox serving it between runs; "" = none
+  std::string active_run_id;       // "" = no run in progress
+  int64_t run_count = 0;
+  std::string metadata = "{}";
+  int64_t created_at = 0;
+  int64_t updated_at = 0;
+  int64_t version = 0;  // optimistic-concurrency counter, +1 on every update
+
+  bool operator==(const SessionRecord&) const = default;
+};
+
+struct RunRecord {
+  std::string run_id;
+  std::string session_id;
+  std::string tenant_id;
+  int64_t seq = 0;                // 1, 2, ... within the session (assigned by BeginRun)
+  std::string state = "running";  // "running" | "succeeded" | "failed"
+  std::string request = "{}";     // the run request (JSON object)
+  std::string result = "{}";      // outcome and decision log (JSON object)
+  std::string sandbox_id;         // the sandbox that ran it
+  int64_t created_at = 0;
+  int64_t finished_at = 0;
+
+  bool operator==(const RunRecord&) const = default;
+};
+
+// A checkpoint (STATE-2, REUSE-5): a sandbox's writable layer frozen into a read-only layer,
+// stacked on its parents and the template like a commit on its history.
+struct CheckpointRecord {
+  std::string checkpoint_id;
+  std::string tenant_id;
+  std::string user_id;
+  std::string session_id;
+  std::string task_id;
+  std::string run_id;
+  std::string sandbox_id;            // taken from
+  std::string parent_checkpoint_id;  // the checkpoint that sandbox was forked from; "" = none
+  std::string layers = "[]";         // JSON array: host layer directories, top first
+  std::string template_id;
+  std::string base_image_digest;  // the template digest every layer sits on
+  std::string runtime;
+  std::string resource_class;
+  int64_t workspace_version = 0;
+  std::string manifest = "{}";  // the environment manifest when taken (JSON object)
+  std::string environment_fingerprint;
+  int64_t files = 0;
+  int64_t bytes = 0;
+  std::string runtime_snapshot_ref;  // "" = filesystem only (process state is not captured)
+  std::string artifact_refs = "[]";  // JSON array
+  std::string log_range = "{}";      // JSON object: the run's event range
+  std::string encryption_key_ref;    // "" = not encrypted at rest
+  std::string data_classification = "internal";
+  std::string restore_policy = "same_session";  // who may restore: "same_session" | "same_user"
+  std::string state = "ready";                  // "ready" | "deleted"
+  int64_t created_at = 0;
+  int64_t expires_at = 0;  // 0 = never
+
+  bool operator==(const CheckpointRecord&) const = default;
 };
 
 // Which of an allocation record's signatures a history lookup matches.
@@ -276,6 +346,41 @@ class Store {
   virtual Result<std::vector<AllocationRecord>> ListAllocationsBySignature(
       const std::string& tenant_id, SignatureKind kind, const std::string& signature,
       int limit) = 0;
+
+  // --- sessions, runs, checkpoints -------------------------------------------------------------
+  // Inserts with version 1; kAlreadyExists if the id is taken.
+  virtual Status CreateSession(const SessionRecord& session) = 0;
+  virtual Result<SessionRecord> GetSession(const std::string& session_id) = 0;
+  // At most `limit` (>= 1) sessions of the tenant ("" = all), newest first.
+  virtual Result<std::vector<SessionRecord>> ListSessions(const std::string& tenant_id,
+                                                          int limit) = 0;
+  // Writes state, current_sandbox_id, metadata and updated_at if the stored version equals
+  // session.version; returns the new version. kConflict if it moved.
+  virtual Result<int64_t> UpdateSession(const SessionRecord& session) = 0;
+  // Starts a run atomically: kFailedPrecondition if the session is closed, kConflict if it
+  // already has an active run (one run per session); otherwise inserts the run with the next
+  // seq and marks it the session's active run. Returns the stored run.
+  virtual Result<RunRecord> BeginRun(const RunRecord& run) = 0;
+  // Finishes a running run (state "succeeded"/"failed", result, sandbox_id, finished_at) and
+  // clears the session's active run. kConflict if the run is not running.
+  virtual Status FinishRun(const RunRecord& run) = 0;
+  virtual Result<RunRecord> GetRun(const std::string& run_id) = 0;
+  // At most `limit` runs of the session, newest first.
+  virtual Result<std::vector<RunRecord>> ListRuns(const std::string& session_id, int limit) = 0;
+  // After a crash: every running run becomes failed ("interrupted") and its session's active
+  // run is cleared. Returns the run ids.
+  virtual Result<std::vector<std::string>> FailInterruptedRuns(int64_t now_ms) = 0;
+
+  virtual Status InsertCheckpoint(const CheckpointRecord& checkpoint) = 0;
+  virtual Result<CheckpointRecord> GetCheckpoint(const std::string& checkpoint_id) = 0;
+  // Ready checkpoints of the session, newest first.
+  virtual Result<std::vector<CheckpointRecord>> ListCheckpoints(const std::string& session_id,
+                                                                int limit) = 0;
+  // Ready checkpoints with 0 < expires_at <= now_ms.
+  virtual Result<std::vector<CheckpointRecord>> ListExpiredCheckpoints(int64_t now_ms,
+                                                                       int limit) = 0;
+  // Marks a checkpoint deleted (its layer is gone); kNotFound if unknown.
+  virtual Status MarkCheckpointDeleted(const std::string& checkpoint_id) = 0;
 };
 
 }  // namespace paddock::registry

@@ -150,6 +150,72 @@ CREATE INDEX sandbox_allocation_by_command
   ON sandbox_allocation(tenant_id, command_signature, id);
 CREATE INDEX sandbox_allocation_by_command_all ON sandbox_allocation(command_signature, id);
 )sql"},
+    // Sessions (SCH-1, REUSE-6), their runs (one active at a time) and checkpoints (STATE-2);
+    // the environment manifest (REUSE-2) next to the environment row it refines.
+    {6, "sessions runs checkpoints", R"sql(
+CREATE TABLE session (
+  session_id TEXT PRIMARY KEY CHECK (session_id <> ''),
+  tenant_id TEXT NOT NULL CHECK (tenant_id <> ''),
+  user_id TEXT NOT NULL DEFAULT '',
+  workspace_id TEXT NOT NULL,
+  state TEXT NOT NULL CHECK (state IN ('active', 'closed')),
+  current_sandbox_id TEXT NOT NULL DEFAULT '',
+  active_run_id TEXT NOT NULL DEFAULT '',
+  run_count INTEGER NOT NULL DEFAULT 0,
+  metadata TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(metadata)),
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL,
+  version INTEGER NOT NULL DEFAULT 1
+) STRICT;
+CREATE INDEX session_by_tenant ON session(tenant_id, created_at);
+CREATE TABLE session_run (
+  run_id TEXT PRIMARY KEY CHECK (run_id <> ''),
+  session_id TEXT NOT NULL REFERENCES session(session_id),
+  tenant_id TEXT NOT NULL,
+  seq INTEGER NOT NULL,
+  state TEXT NOT NULL CHECK (state IN ('running', 'succeeded', 'failed')),
+  request TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(request)),
+  result TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(result)),
+  sandbox_id TEXT NOT NULL DEFAULT '',
+  created_at INTEGER NOT NULL,
+  finished_at INTEGER NOT NULL DEFAULT 0,
+  UNIQUE (session_id, seq)
+) STRICT;
+CREATE INDEX session_run_running ON session_run(state) WHERE state = 'running';
+CREATE TABLE checkpoint (
+  checkpoint_id TEXT PRIMARY KEY CHECK (checkpoint_id <> ''),
+  tenant_id TEXT NOT NULL CHECK (tenant_id <> ''),
+  user_id TEXT NOT NULL DEFAULT '',
+  session_id TEXT NOT NULL,
+  task_id TEXT NOT NULL DEFAULT '',
+  run_id TEXT NOT NULL DEFAULT '',
+  sandbox_id TEXT NOT NULL DEFAULT '',
+  parent_checkpoint_id TEXT NOT NULL DEFAULT '',
+  layers TEXT NOT NULL CHECK (json_valid(layers) AND json_type(layers) = 'array'),
+  template_id TEXT NOT NULL DEFAULT '',
+  base_image_digest TEXT NOT NULL DEFAULT '',
+  runtime TEXT NOT NULL DEFAULT '',
+  resource_class TEXT NOT NULL DEFAULT '',
+  workspace_version INTEGER NOT NULL DEFAULT 0,
+  manifest TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(manifest)),
+  environment_fingerprint TEXT NOT NULL DEFAULT '',
+  files INTEGER NOT NULL DEFAULT 0,
+  bytes INTEGER NOT NULL DEFAULT 0,
+  runtime_snapshot_ref TEXT NOT NULL DEFAULT '',
+  artifact_refs TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(artifact_refs)),
+  log_range TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(log_range)),
+  encryption_key_ref TEXT NOT NULL DEFAULT '',
+  data_classification TEXT NOT NULL DEFAULT 'internal',
+  restore_policy TEXT NOT NULL CHECK (restore_policy IN ('same_session', 'same_user')),
+  state TEXT NOT NULL CHECK (state IN ('ready', 'deleted')),
+  created_at INTEGER NOT NULL,
+  expires_at INTEGER NOT NULL DEFAULT 0
+) STRICT;
+CREATE INDEX checkpoint_by_session ON checkpoint(session_id, created_at);
+CREATE INDEX checkpoint_expiring ON checkpoint(expires_at) WHERE state = 'ready' AND expires_at > 0;
+ALTER TABLE sandbox_environment ADD COLUMN manifest TEXT NOT NULL DEFAULT '{}'
+  CHECK (json_valid(manifest));
+)sql"},
 };
 
 constexpr int kBusyTimeoutMs = 5000;
@@ -1134,16 +1200,16 @@ Status SqliteStore::UpsertEnvironment(const EnvironmentRecord& e) {
       Stmt s, Prepare(op,
                       "INSERT INTO sandbox_environment (sandbox_id, base_image_digest, "
                       "dependency_hash, workspace_id, snapshot_id, environment_version, "
-                      "dirty_level) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) "
+                      "dirty_level, manifest) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) "
                       "ON CONFLICT (sandbox_id) DO UPDATE SET "
                       "base_image_digest = excluded.base_image_digest, "
                       "dependency_hash = excluded.dependency_hash, "
                       "workspace_id = excluded.workspace_id, snapshot_id = excluded.snapshot_id, "
                       "environment_version = excluded.environment_version, "
-                      "dirty_level = excluded.dirty_level"));
+                      "dirty_level = excluded.dirty_level, manifest = excluded.manifest"));
   PADDOCK_RETURN_IF_ERROR(s.Bind(e.sandbox_id, e.base_image_digest, e.dependency_hash,
                                  e.workspace_id, e.snapshot_id, e.environment_version,
-                                 e.dirty_level));
+                                 e.dirty_level, JsonOrEmptyObject(e.manifest)));
   return s.Run();
 }
 
@@ -1153,7 +1219,8 @@ Result<EnvironmentRecord> SqliteStore::GetEnvironment(const std::string& sandbox
   PADDOCK_ASSIGN_OR_RETURN(
       Stmt s, Prepare(op,
                       "SELECT sandbox_id, base_image_digest, dependency_hash, workspace_id, "
-                      "snapshot_id, environment_version, dirty_level FROM sandbox_environment "
+                      "snapshot_id, environment_version, dirty_level, manifest FROM "
+                      "sandbox_environment "
                       "WHERE sandbox_id = ?1"));
   PADDOCK_RETURN_IF_ERROR(s.Bind(sandbox_id));
   PADDOCK_ASSIGN_OR_RETURN(bool row, s.Step());
@@ -1166,6 +1233,7 @@ Result<EnvironmentRecord> SqliteStore::GetEnvironment(const std::string& sandbox
   e.snapshot_id = s.Text(4);
   e.environment_version = s.Int(5);
   e.dirty_level = s.Int(6);
+  e.manifest = s.Text(7);
   return e;
 }
 
@@ -1250,6 +1318,389 @@ Result<std::vector<AllocationRecord>> SqliteStore::ListAllocationsBySignature(
     out.push_back(ReadAllocation(*s));
   }
   return out;
+}
+
+}  // namespace paddock::registry
+
+// --- sessions, runs, checkpoints -----------------------------------------------------------------
+// Sessions and checkpoints describe state that outlives every sandbox (a workspace, a frozen
+// layer on disk), so they are fsynced like tenants; runs too, since a run row is what keeps a
+// second run of the session out.
+
+namespace paddock::registry {
+
+#define PADDOCK_SESSION_COLUMNS                                                              \
+  "session_id, tenant_id, user_id, workspace_id, state, current_sandbox_id, active_run_id, " \
+  "run_count, metadata, created_at, updated_at, version"
+
+#define PADDOCK_RUN_COLUMNS                                                              \
+  "run_id, session_id, tenant_id, seq, state, request, result, sandbox_id, created_at, " \
+  "finished_at"
+
+#define PADDOCK_CHECKPOINT_COLUMNS                                                          \
+  "checkpoint_id, tenant_id, user_id, session_id, task_id, run_id, sandbox_id, "            \
+  "parent_checkpoint_id, layers, template_id, base_image_digest, runtime, resource_class, " \
+  "workspace_version, manifest, environment_fingerprint, files, bytes, "                    \
+  "runtime_snapshot_ref, artifact_refs, log_range, encryption_key_ref, "                    \
+  "data_classification, restore_policy, state, created_at, expires_at"
+
+namespace {
+
+SessionRecord ReadSession(const sqlite_internal::Statement& s) {
+  SessionRecord r;
+  r.session_id = s.Text(0);
+  r.tenant_id = s.Text(1);
+  r.user_id = s.Text(2);
+  r.workspace_id = s.Text(3);
+  r.state = s.Text(4);
+  r.current_sandbox_id = s.Text(5);
+  r.active_run_id = s.Text(6);
+  r.run_count = s.Int(7);
+  r.metadata = s.Text(8);
+  r.created_at = s.Int(9);
+  r.updated_at = s.Int(10);
+  r.version = s.Int(11);
+  return r;
+}
+
+RunRecord ReadRun(const sqlite_internal::Statement& s) {
+  RunRecord r;
+  r.run_id = s.Text(0);
+  r.session_id = s.Text(1);
+  r.tenant_id = s.Text(2);
+  r.seq = s.Int(3);
+  r.state = s.Text(4);
+  r.request = s.Text(5);
+  r.result = s.Text(6);
+  r.sandbox_id = s.Text(7);
+  r.created_at = s.Int(8);
+  r.finished_at = s.Int(9);
+  return r;
+}
+
+CheckpointRecord ReadCheckpoint(const sqlite_internal::Statement& s) {
+  CheckpointRecord c;
+  c.checkpoint_id = s.Text(0);
+  c.tenant_id = s.Text(1);
+  c.user_id = s.Text(2);
+  c.session_id = s.Text(3);
+  c.task_id = s.Text(4);
+  c.run_id = s.Text(5);
+  c.sandbox_id = s.Text(6);
+  c.parent_checkpoint_id = s.Text(7);
+  c.layers = s.Text(8);
+  c.template_id = s.Text(9);
+  c.base_image_digest = s.Text(10);
+  c.runtime = s.Text(11);
+  c.resource_class = s.Text(12);
+  c.workspace_version = s.Int(13);
+  c.manifest = s.Text(14);
+  c.environment_fingerprint = s.Text(15);
+  c.files = s.Int(16);
+  c.bytes = s.Int(17);
+  c.runtime_snapshot_ref = s.Text(18);
+  c.artifact_refs = s.Text(19);
+  c.log_range = s.Text(20);
+  c.encryption_key_ref = s.Text(21);
+  c.data_classification = s.Text(22);
+  c.restore_policy = s.Text(23);
+  c.state = s.Text(24);
+  c.created_at = s.Int(25);
+  c.expires_at = s.Int(26);
+  return c;
+}
+
+const std::string& JsonOrEmptyArray(const std::string& json) {
+  static const std::string kEmpty = "[]";
+  return json.empty() ? kEmpty : json;
+}
+
+}  // namespace
+
+Status SqliteStore::CreateSession(const SessionRecord& r) {
+  const char* op = "create session";
+  std::lock_guard lock(mu_);
+  PADDOCK_RETURN_IF_ERROR(PrepareWrite(op, Durability::kFsync));
+  PADDOCK_ASSIGN_OR_RETURN(
+      Stmt s, Prepare(op, "INSERT INTO session (" PADDOCK_SESSION_COLUMNS
+                          ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 1)"));
+  PADDOCK_RETURN_IF_ERROR(s.Bind(r.session_id, r.tenant_id, r.user_id, r.workspace_id, r.state,
+                                 r.current_sandbox_id, r.active_run_id, r.run_count,
+                                 JsonOrEmptyObject(r.metadata), r.created_at, r.updated_at));
+  return s.Run();
+}
+
+Result<SessionRecord> SqliteStore::GetSession(const std::string& session_id) {
+  const char* op = "get session";
+  std::lock_guard lock(mu_);
+  PADDOCK_ASSIGN_OR_RETURN(
+      Stmt s, Prepare(op, "SELECT " PADDOCK_SESSION_COLUMNS " FROM session WHERE session_id = ?1"));
+  PADDOCK_RETURN_IF_ERROR(s.Bind(session_id));
+  PADDOCK_ASSIGN_OR_RETURN(bool row, s.Step());
+  if (!row) return NotFound("get session: session " + session_id + " not found");
+  return ReadSession(s);
+}
+
+Result<std::vector<SessionRecord>> SqliteStore::ListSessions(const std::string& tenant_id,
+                                                             int limit) {
+  const char* op = "list sessions";
+  PADDOCK_RETURN_IF_ERROR(CheckLimit(op, limit));
+  std::lock_guard lock(mu_);
+  PADDOCK_ASSIGN_OR_RETURN(Stmt s,
+                           Prepare(op, "SELECT " PADDOCK_SESSION_COLUMNS
+                                       " FROM session WHERE (?1 = '' OR tenant_id = ?1)"
+                                       " ORDER BY created_at DESC, session_id DESC LIMIT ?2"));
+  PADDOCK_RETURN_IF_ERROR(s.Bind(tenant_id, limit));
+  std::vector<SessionRecord> out;
+  for (;;) {
+    PADDOCK_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    out.push_back(ReadSession(s));
+  }
+  return out;
+}
+
+Result<int64_t> SqliteStore::UpdateSession(const SessionRecord& r) {
+  const char* op = "update session";
+  std::lock_guard lock(mu_);
+  PADDOCK_RETURN_IF_ERROR(PrepareWrite(op, Durability::kFsync));
+  PADDOCK_ASSIGN_OR_RETURN(
+      Stmt s, Prepare(op,
+                      "UPDATE session SET state = ?3, current_sandbox_id = ?4, metadata = ?5, "
+                      "updated_at = ?6, version = version + 1 WHERE session_id = ?1 AND "
+                      "version = ?2 RETURNING version"));
+  PADDOCK_RETURN_IF_ERROR(s.Bind(r.session_id, r.version, r.state, r.current_sandbox_id,
+                                 JsonOrEmptyObject(r.metadata), r.updated_at));
+  PADDOCK_ASSIGN_OR_RETURN(bool row, s.Step());
+  if (!row) {
+    auto current = GetSession(r.session_id);
+    if (!current.ok()) return current.status();
+    return Conflict("update session: session " + r.session_id + " is at version " +
+                    std::to_string(current->version) + ", not " + std::to_string(r.version));
+  }
+  int64_t version = s.Int(0);
+  PADDOCK_RETURN_IF_ERROR(s.Run());
+  return version;
+}
+
+Result<RunRecord> SqliteStore::BeginRun(const RunRecord& run) {
+  const char* op = "begin run";
+  std::lock_guard lock(mu_);
+  Txn txn(this);
+  PADDOCK_RETURN_IF_ERROR(txn.Begin(op, Durability::kFsync));
+  SessionRecord session;
+  {
+    PADDOCK_ASSIGN_OR_RETURN(Stmt s, Prepare(op, "SELECT " PADDOCK_SESSION_COLUMNS
+                                                 " FROM session WHERE session_id = ?1"));
+    PADDOCK_RETURN_IF_ERROR(s.Bind(run.session_id));
+    PADDOCK_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) return NotFound("begin run: session " + run.session_id + " not found");
+    session = ReadSession(s);
+  }
+  if (session.state != "active") {
+    return FailedPrecondition("begin run: session " + run.session_id + " is " + session.state);
+  }
+  if (!session.active_run_id.empty()) {
+    return Conflict("begin run: session " + run.session_id + " already has an active run (" +
+                    session.active_run_id + ")");
+  }
+  RunRecord stored = run;
+  stored.tenant_id = session.tenant_id;
+  stored.seq = session.run_count + 1;
+  stored.state = "running";
+  stored.finished_at = 0;
+  {
+    PADDOCK_ASSIGN_OR_RETURN(Stmt s,
+                             Prepare(op, "INSERT INTO session_run (" PADDOCK_RUN_COLUMNS
+                                         ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 0)"));
+    PADDOCK_RETURN_IF_ERROR(s.Bind(stored.run_id, stored.session_id, stored.tenant_id, stored.seq,
+                                   stored.state, JsonOrEmptyObject(stored.request),
+                                   JsonOrEmptyObject(stored.result), stored.sandbox_id,
+                                   stored.created_at));
+    PADDOCK_RETURN_IF_ERROR(s.Run());
+  }
+  {
+    PADDOCK_ASSIGN_OR_RETURN(
+        Stmt s, Prepare(op,
+                        "UPDATE session SET active_run_id = ?2, run_count = ?3, updated_at = ?4, "
+                        "version = version + 1 WHERE session_id = ?1"));
+    PADDOCK_RETURN_IF_ERROR(
+        s.Bind(stored.session_id, stored.run_id, stored.seq, stored.created_at));
+    PADDOCK_RETURN_IF_ERROR(s.Run());
+  }
+  PADDOCK_RETURN_IF_ERROR(txn.Commit(op));
+  return stored;
+}
+
+Status SqliteStore::FinishRun(const RunRecord& run) {
+  const char* op = "finish run";
+  if (run.state != "succeeded" && run.state != "failed") {
+    return InvalidArgument("finish run: state must be succeeded or failed");
+  }
+  std::lock_guard lock(mu_);
+  Txn txn(this);
+  PADDOCK_RETURN_IF_ERROR(txn.Begin(op, Durability::kFsync));
+  {
+    PADDOCK_ASSIGN_OR_RETURN(
+        Stmt s, Prepare(op,
+                        "UPDATE session_run SET state = ?2, result = ?3, sandbox_id = ?4, "
+                        "finished_at = ?5 WHERE run_id = ?1 AND state = 'running' "
+                        "RETURNING session_id"));
+    PADDOCK_RETURN_IF_ERROR(s.Bind(run.run_id, run.state, JsonOrEmptyObject(run.result),
+                                   run.sandbox_id, run.finished_at));
+    PADDOCK_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) return Conflict("finish run: run " + run.run_id + " is not running");
+    const std::string session_id = s.Text(0);
+    PADDOCK_RETURN_IF_ERROR(s.Run());
+    PADDOCK_ASSIGN_OR_RETURN(
+        Stmt u, Prepare(op,
+                        "UPDATE session SET active_run_id = '', updated_at = ?3, "
+                        "version = version + 1 WHERE session_id = ?1 AND active_run_id = ?2"));
+    PADDOCK_RETURN_IF_ERROR(u.Bind(session_id, run.run_id, run.finished_at));
+    PADDOCK_RETURN_IF_ERROR(u.Run());
+  }
+  return txn.Commit(op);
+}
+
+Result<RunRecord> SqliteStore::GetRun(const std::string& run_id) {
+  const char* op = "get run";
+  std::lock_guard lock(mu_);
+  PADDOCK_ASSIGN_OR_RETURN(
+      Stmt s, Prepare(op, "SELECT " PADDOCK_RUN_COLUMNS " FROM session_run WHERE run_id = ?1"));
+  PADDOCK_RETURN_IF_ERROR(s.Bind(run_id));
+  PADDOCK_ASSIGN_OR_RETURN(bool row, s.Step());
+  if (!row) return NotFound("get run: run " + run_id + " not found");
+  return ReadRun(s);
+}
+
+Result<std::vector<RunRecord>> SqliteStore::ListRuns(const std::string& session_id, int limit) {
+  const char* op = "list runs";
+  PADDOCK_RETURN_IF_ERROR(CheckLimit(op, limit));
+  std::lock_guard lock(mu_);
+  PADDOCK_ASSIGN_OR_RETURN(
+      Stmt s, Prepare(op, "SELECT " PADDOCK_RUN_COLUMNS " FROM session_run WHERE session_id = ?1"
+                          " ORDER BY seq DESC LIMIT ?2"));
+  PADDOCK_RETURN_IF_ERROR(s.Bind(session_id, limit));
+  std::vector<RunRecord> out;
+  for (;;) {
+    PADDOCK_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    out.push_back(ReadRun(s));
+  }
+  return out;
+}
+
+Result<std::vector<std::string>> SqliteStore::FailInterruptedRuns(int64_t now_ms) {
+  const char* op = "fail interrupted runs";
+  std::lock_guard lock(mu_);
+  Txn txn(this);
+  PADDOCK_RETURN_IF_ERROR(txn.Begin(op, Durability::kFsync));
+  std::vector<std::string> ids;
+  {
+    PADDOCK_ASSIGN_OR_RETURN(
+        Stmt s, Prepare(op,
+                        "UPDATE session_run SET state = 'failed', finished_at = ?1, result = "
+                        "json_set(result, '$.error', 'interrupted: the daemon stopped during the "
+                        "run') WHERE state = 'running' RETURNING run_id"));
+    PADDOCK_RETURN_IF_ERROR(s.Bind(now_ms));
+    for (;;) {
+      PADDOCK_ASSIGN_OR_RETURN(bool row, s.Step());
+      if (!row) break;
+      ids.push_back(s.Text(0));
+    }
+  }
+  for (const std::string& id : ids) {
+    PADDOCK_ASSIGN_OR_RETURN(Stmt u,
+                             Prepare(op,
+                                     "UPDATE session SET active_run_id = '', updated_at = ?2, "
+                                     "version = version + 1 WHERE active_run_id = ?1"));
+    PADDOCK_RETURN_IF_ERROR(u.Bind(id, now_ms));
+    PADDOCK_RETURN_IF_ERROR(u.Run());
+  }
+  PADDOCK_RETURN_IF_ERROR(txn.Commit(op));
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
+Status SqliteStore::InsertCheckpoint(const CheckpointRecord& c) {
+  const char* op = "insert checkpoint";
+  std::lock_guard lock(mu_);
+  PADDOCK_RETURN_IF_ERROR(PrepareWrite(op, Durability::kFsync));
+  PADDOCK_ASSIGN_OR_RETURN(
+      Stmt s, Prepare(op, "INSERT INTO checkpoint (" PADDOCK_CHECKPOINT_COLUMNS
+                          ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, "
+                          "?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27)"));
+  PADDOCK_RETURN_IF_ERROR(s.Bind(
+      c.checkpoint_id, c.tenant_id, c.user_id, c.session_id, c.task_id, c.run_id, c.sandbox_id,
+      c.parent_checkpoint_id, JsonOrEmptyArray(c.layers), c.template_id, c.base_image_digest,
+      c.runtime, c.resource_class, c.workspace_version, JsonOrEmptyObject(c.manifest),
+      c.environment_fingerprint, c.files, c.bytes, c.runtime_snapshot_ref,
+      JsonOrEmptyArray(c.artifact_refs), JsonOrEmptyObject(c.log_range), c.encryption_key_ref,
+      c.data_classification, c.restore_policy, c.state, c.created_at, c.expires_at));
+  return s.Run();
+}
+
+Result<CheckpointRecord> SqliteStore::GetCheckpoint(const std::string& checkpoint_id) {
+  const char* op = "get checkpoint";
+  std::lock_guard lock(mu_);
+  PADDOCK_ASSIGN_OR_RETURN(Stmt s, Prepare(op, "SELECT " PADDOCK_CHECKPOINT_COLUMNS
+                                               " FROM checkpoint WHERE checkpoint_id = ?1"));
+  PADDOCK_RETURN_IF_ERROR(s.Bind(checkpoint_id));
+  PADDOCK_ASSIGN_OR_RETURN(bool row, s.Step());
+  if (!row) return NotFound("get checkpoint: checkpoint " + checkpoint_id + " not found");
+  return ReadCheckpoint(s);
+}
+
+Result<std::vector<CheckpointRecord>> SqliteStore::ListCheckpoints(const std::string& session_id,
+                                                                   int limit) {
+  const char* op = "list checkpoints";
+  PADDOCK_RETURN_IF_ERROR(CheckLimit(op, limit));
+  std::lock_guard lock(mu_);
+  PADDOCK_ASSIGN_OR_RETURN(Stmt s,
+                           Prepare(op, "SELECT " PADDOCK_CHECKPOINT_COLUMNS
+                                       " FROM checkpoint WHERE session_id = ?1 AND state = 'ready'"
+                                       " ORDER BY created_at DESC, checkpoint_id DESC LIMIT ?2"));
+  PADDOCK_RETURN_IF_ERROR(s.Bind(session_id, limit));
+  std::vector<CheckpointRecord> out;
+  for (;;) {
+    PADDOCK_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    out.push_back(ReadCheckpoint(s));
+  }
+  return out;
+}
+
+Result<std::vector<CheckpointRecord>> SqliteStore::ListExpiredCheckpoints(int64_t now_ms,
+                                                                          int limit) {
+  const char* op = "list expired checkpoints";
+  PADDOCK_RETURN_IF_ERROR(CheckLimit(op, limit));
+  std::lock_guard lock(mu_);
+  PADDOCK_ASSIGN_OR_RETURN(
+      Stmt s, Prepare(op, "SELECT " PADDOCK_CHECKPOINT_COLUMNS
+                          " FROM checkpoint WHERE state = 'ready' AND expires_at > 0 AND "
+                          "expires_at <= ?1 ORDER BY expires_at LIMIT ?2"));
+  PADDOCK_RETURN_IF_ERROR(s.Bind(now_ms, limit));
+  std::vector<CheckpointRecord> out;
+  for (;;) {
+    PADDOCK_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    out.push_back(ReadCheckpoint(s));
+  }
+  return out;
+}
+
+Status SqliteStore::MarkCheckpointDeleted(const std::string& checkpoint_id) {
+  const char* op = "delete checkpoint";
+  std::lock_guard lock(mu_);
+  PADDOCK_RETURN_IF_ERROR(PrepareWrite(op, Durability::kFsync));
+  PADDOCK_ASSIGN_OR_RETURN(
+      Stmt s, Prepare(op,
+                      "UPDATE checkpoint SET state = 'deleted' WHERE checkpoint_id = ?1 "
+                      "RETURNING checkpoint_id"));
+  PADDOCK_RETURN_IF_ERROR(s.Bind(checkpoint_id));
+  PADDOCK_ASSIGN_OR_RETURN(bool row, s.Step());
+  if (!row) return NotFound("delete checkpoint: checkpoint " + checkpoint_id + " not found");
+  return s.Run();
 }
 
 }  // namespace paddock::registry

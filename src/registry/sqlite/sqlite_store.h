@@ -102,6 +102,22 @@ class SqliteStore final : public Store {
                                                                    const std::string& signature,
                                                                    int limit) override;
 
+  Status CreateSession(const SessionRecord& session) override;
+  Result<SessionRecord> GetSession(const std::string& session_id) override;
+  Result<std::vector<SessionRecord>> ListSessions(const std::string& tenant_id, int limit) override;
+  Result<int64_t> UpdateSession(const SessionRecord& session) override;
+  Result<RunRecord> BeginRun(const RunRecord& run) override;
+  Status FinishRun(const RunRecord& run) override;
+  Result<RunRecord> GetRun(const std::string& run_id) override;
+  Result<std::vector<RunRecord>> ListRuns(const std::string& session_id, int limit) override;
+  Result<std::vector<std::string>> FailInterruptedRuns(int64_t now_ms) override;
+  Status InsertCheckpoint(const CheckpointRecord& checkpoint) override;
+  Result<CheckpointRecord> GetCheckpoint(const std::string& checkpoint_id) override;
+  Result<std::vector<CheckpointRecord>> ListCheckpoints(const std::string& session_id,
+                                                        int limit) override;
+  Result<std::vector<CheckpointRecord>> ListExpiredCheckpoints(int64_t now_ms, int limit) override;
+  Status MarkCheckpointDeleted(const std::string& checkpoint_id) override;
+
  private:
   using Stmt = sqlite_internal::Statement;
   class Txn;

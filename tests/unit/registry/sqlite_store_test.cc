@@ -955,6 +955,8 @@ TEST_F(SqliteStoreTest, MigrationTwoUpgradesAVersionOneDatabase) {
       "DROP INDEX sandbox_allocation_by_command;"
       "DROP INDEX sandbox_allocation_by_command_all;"
       "ALTER TABLE sandbox_allocation DROP COLUMN command_signature;"
+      "DROP TABLE session_run; DROP TABLE session; DROP TABLE checkpoint;"
+      "ALTER TABLE sandbox_environment DROP COLUMN manifest;"
       "DELETE FROM schema_migrations WHERE version >= 2;";
   char* err = nullptr;
   ASSERT_EQ(sqlite3_exec(db, downgrade, nullptr, nullptr, &err), SQLITE_OK) << (err ? err : "");
