@@ -25,7 +25,8 @@
 //      its allocation); mean allocated MiB. `*_predicted_oom_rate` (true peak > allocation) is
 //      the cross-check of the real runs. per_task_history_floor_waste_ratio is the best the
 //      history rule could do (every task its own signature: max(min_memory, true peak x
-//      headroom, rounded up to 64 MiB)), so a miss can be told apart from a structural limit.
+//      headroom, rounded up to the memory step)), so a miss can be told apart from a structural
+//      limit.
 //
 // Targets: learned_oom_rate <= 0.02 and learned_waste_ratio <= 0.5 x fixed_waste_ratio.
 // Usage: bench_planner --out FILE [--corpus FILE] [--planner-config FILE] [--min-samples N]
@@ -586,16 +587,17 @@ int main(int argc, char** argv) {
   }
 
   // What the history rule could reach at best: every task with history of its own exact
-  // commands, allocated max(exact_min_memory, true peak x exact_headroom rounded up to 64 MiB).
-  // The gap to learned_waste_ratio is what run-to-run variation and shared signatures cost; the
-  // rest is the headroom and the floor.
+  // commands, allocated max(exact_min_memory, true peak x exact_headroom rounded up to
+  // memory_step). The gap to learned_waste_ratio is what run-to-run variation and shared signatures
+  // cost; the rest is the headroom and the floor.
   double floor_waste_sum = 0;
   for (const Row& row : rows) {
     const int64_t peak = row.measure.peak_mb();
     const int64_t need = std::max<int64_t>(
         static_cast<int64_t>(std::ceil(static_cast<double>(peak) * pcfg.history.exact_headroom)),
         pcfg.history.exact_min_memory_mb);
-    const double alloc = static_cast<double>((need + 63) / 64 * 64);
+    const int64_t step = pcfg.history.memory_step_mb;
+    const double alloc = static_cast<double>((need + step - 1) / step * step);
     floor_waste_sum += std::max(0.0, alloc - static_cast<double>(peak)) / alloc;
   }
   const double per_task_floor_waste = floor_waste_sum / static_cast<double>(rows.size());
@@ -667,7 +669,7 @@ int main(int argc, char** argv) {
         "peak from the measure pass for every strategy; *_predicted_oom_rate = true peak > "
         "allocation",
         "per_task_history_floor_waste_ratio: the waste if every task had history of its own "
-        "commands and it allocated max(exact_min_memory, ceil64(true peak x exact_headroom))"}},
+        "commands and it allocated max(exact_min_memory, ceil_step(true peak x exact_headroom))"}},
       {"corpus", corpus_path},
       {"planner_config", planner_path},
       {"overrides",
@@ -679,7 +681,8 @@ int main(int argc, char** argv) {
         {"window", pcfg.history.window},
         {"min_memory_mb", pcfg.history.min_memory_mb},
         {"exact_headroom", pcfg.history.exact_headroom},
-        {"exact_min_memory_mb", pcfg.history.exact_min_memory_mb}}},
+        {"exact_min_memory_mb", pcfg.history.exact_min_memory_mb},
+        {"memory_step_mb", pcfg.history.memory_step_mb}}},
       {"classes", class_json},
       {"scale_to_host", scale_notes},
       {"measure_limits", {{"cpus", kMeasureCpus}, {"memory_mb", kMeasureMemoryMb}}},

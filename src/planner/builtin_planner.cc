@@ -247,8 +247,9 @@ Result<ResourceIntent> BuiltinPlanner::Plan(const PlanRequest& request) {
         reasons.push_back(fmt::format("{} -> {} fits", p95, cls->name));
       }
       cls = to;
-      // Explicit memory within the class: rounded up to 64 MiB, never above the class.
-      memory_mb = std::min<int64_t>(MemoryMiB(*cls), (need_mb + 63) / 64 * 64);
+      // Explicit memory within the class: rounded up to the step, never above the class.
+      const int64_t step = h.memory_step_mb;
+      memory_mb = std::min<int64_t>(MemoryMiB(*cls), (need_mb + step - 1) / step * step);
       if (memory_mb < MemoryMiB(*cls)) {
         reasons.push_back(fmt::format("memory: {} of {}'s {} (history)", FormatMiB(memory_mb),
                                       cls->name, FormatMiB(MemoryMiB(*cls))));

@@ -101,8 +101,9 @@ Status ParseRule(const YAML::Node& node, const std::string& path,
 
 Status ParseHistory(const YAML::Node& node, HistoryConfig* h) {
   YamlMapReader r(node, "history", "planner config");
-  PADDOCK_RETURN_IF_ERROR(r.Check({"min_samples", "headroom", "oom_growth", "max_timeout_rate",
-                                   "window", "min_memory", "exact_headroom", "exact_min_memory"}));
+  PADDOCK_RETURN_IF_ERROR(
+      r.Check({"min_samples", "headroom", "oom_growth", "max_timeout_rate", "window", "min_memory",
+               "exact_headroom", "exact_min_memory", "memory_step"}));
   int64_t n = h->min_samples;
   PADDOCK_RETURN_IF_ERROR(r.Integer("min_samples", 1, 10'000, &n));
   h->min_samples = static_cast<int>(n);
@@ -125,6 +126,12 @@ Status ParseHistory(const YAML::Node& node, HistoryConfig* h) {
   h->exact_min_memory_mb = static_cast<int64_t>(exact_min_memory >> 20);
   if (h->exact_min_memory_mb < 1) {
     return InvalidArgument("history.exact_min_memory: must be at least 1MiB");
+  }
+  uint64_t step = static_cast<uint64_t>(h->memory_step_mb) << 20;
+  PADDOCK_RETURN_IF_ERROR(r.Size("memory_step", &step));
+  h->memory_step_mb = static_cast<int64_t>(step >> 20);
+  if (h->memory_step_mb < 1 || h->memory_step_mb > 1024) {
+    return InvalidArgument("history.memory_step: must be between 1MiB and 1GiB");
   }
   return Status::Ok();
 }

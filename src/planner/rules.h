@@ -58,7 +58,8 @@ struct HistoryConfig {
   // History of the very same commands (features.h CommandSignature) is the closest evidence
   // there is, so it is trusted with less headroom and a lower floor.
   double exact_headroom = 1.2;
-  int64_t exact_min_memory_mb = 64;
+  int64_t exact_min_memory_mb = 32;
+  int64_t memory_step_mb = 16;  // a history-sized allocation is rounded up to a multiple of this
 
   bool operator==(const HistoryConfig&) const = default;
 };

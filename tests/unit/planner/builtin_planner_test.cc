@@ -113,11 +113,11 @@ TEST_F(PlannerBuiltinTest, HistoryWithEnoughSamplesShrinksTheClassAndMemory) {
   history.any = s;
   ResourceIntent i = Plan(Task("", {"pip install pandas", "python report.py"}), &history);
   EXPECT_EQ(i.resource_class, "python-small") << Reasons(i);
-  EXPECT_EQ(i.memory_mb, 448);  // 310 * 1.3 = 403 -> rounded up to 64 MiB
+  EXPECT_EQ(i.memory_mb, 416);  // 310 * 1.3 = 403 -> rounded up to the 16 MiB step
   EXPECT_DOUBLE_EQ(i.cpu, 1);
   EXPECT_TRUE(HasReason(i, "history: 12 runs, p95 peak 310 MiB, p95 cpu 0.60 -> python-small"))
       << Reasons(i);
-  EXPECT_TRUE(HasReason(i, "memory: 448 MiB of python-small's 2.0 GiB (history)")) << Reasons(i);
+  EXPECT_TRUE(HasReason(i, "memory: 416 MiB of python-small's 2.0 GiB (history)")) << Reasons(i);
   EXPECT_NEAR(i.confidence, 0.7 + 0.25 * 12 / 20, 1e-9);
   EXPECT_EQ(history.last_tenant, "t1");
   EXPECT_EQ(history.last_signature, i.workload_signature);
@@ -140,7 +140,7 @@ TEST_F(PlannerBuiltinTest, ExactCommandHistoryComesFirstWithALowerFloor) {
 
   ResourceIntent i = Plan(r, &history);
   EXPECT_EQ(i.resource_class, "python-small") << Reasons(i);
-  EXPECT_EQ(i.memory_mb, 64) << Reasons(i);  // 9 * 1.2 < the 64 MiB exact floor
+  EXPECT_EQ(i.memory_mb, 32) << Reasons(i);  // 9 * 1.2 < the 32 MiB exact floor
   EXPECT_TRUE(HasReason(i, "history (same commands): 3 runs, p95 peak 9 MiB")) << Reasons(i);
   EXPECT_EQ(i.command_signature, CommandSignature(r));
   EXPECT_EQ(history.last_command_signature, i.command_signature);
@@ -149,7 +149,7 @@ TEST_F(PlannerBuiltinTest, ExactCommandHistoryComesFirstWithALowerFloor) {
   // Too few exact runs: the workload's history decides, with its own headroom and floor.
   history.commands[CommandSignature(r)].count = 2;
   ResourceIntent fallback = Plan(r, &history);
-  EXPECT_EQ(fallback.memory_mb, 960) << Reasons(fallback);  // 700 * 1.3 = 910 -> 960
+  EXPECT_EQ(fallback.memory_mb, 912) << Reasons(fallback);  // 700 * 1.3 = 910 -> 912
   EXPECT_TRUE(HasReason(fallback,
                         "history (same commands): 2 run(s), fewer than the 3 needed; by workload"))
       << Reasons(fallback);
@@ -180,7 +180,7 @@ TEST_F(PlannerBuiltinTest, HistoryCpuNeedKeepsALargerClass) {
   history.any = s;
   ResourceIntent i = Plan(Task("", {"cargo build --release"}), &history);
   EXPECT_EQ(i.resource_class, "build-medium") << Reasons(i);
-  EXPECT_EQ(i.memory_mb, 1216);  // 900 * 1.3 = 1170 -> 1216
+  EXPECT_EQ(i.memory_mb, 1184);  // 900 * 1.3 = 1170 -> 1184
   EXPECT_DOUBLE_EQ(i.confidence, 0.95);
 }
 
@@ -193,7 +193,7 @@ TEST_F(PlannerBuiltinTest, HistoryCanMoveUpWithoutOoms) {
   history.any = s;
   ResourceIntent i = Plan(Task("print hello"), &history);
   EXPECT_EQ(i.resource_class, "python-medium") << Reasons(i);
-  EXPECT_EQ(i.memory_mb, 2496);
+  EXPECT_EQ(i.memory_mb, 2480);  // 2470 -> the 16 MiB step
 }
 
 TEST_F(PlannerBuiltinTest, TooFewSamplesAreNotUsed) {
@@ -285,7 +285,7 @@ rules:
   ASSERT_TRUE(i.ok());
   EXPECT_EQ(i->resource_class, "browser-medium") << Reasons(*i);
   EXPECT_EQ(i->template_name, "browser");
-  EXPECT_EQ(i->memory_mb, 320);  // 200 x 1.3 = 260 -> 320: memory may shrink within the class
+  EXPECT_EQ(i->memory_mb, 272);  // 200 x 1.3 = 260 -> 272: memory may shrink within the class
 }
 
 TEST_F(PlannerBuiltinTest, UnknownDefaultClassIsAnError) {

@@ -123,14 +123,14 @@ TEST_F(HistoryRegistryTest, ThePlannerLearnsFromRecordedAllocations) {
   auto second = planner.Plan(request);
   ASSERT_TRUE(second.ok());
   EXPECT_EQ(second->resource_class, "python-small");  // 310 MiB * 1.3 fits 2 GiB, 0.7 CPU fits 1
-  EXPECT_EQ(second->memory_mb, 448);
+  EXPECT_EQ(second->memory_mb, 416);
   EXPECT_GT(second->confidence, first->confidence);
 
   // Then the small sandboxes start running out of memory: back up.
   for (int run = 0; run < 2; ++run) {
     GuardDecision d = guard.Review(*second, request.tenant_id);
     MeasuredUsage usage;
-    usage.peak_memory_mb = 448;
+    usage.peak_memory_mb = 416;
     usage.oom = true;
     ASSERT_TRUE(store_
                     ->InsertAllocation(MakeAllocationRecord("sb-oom", request.tenant_id, "task-2",
