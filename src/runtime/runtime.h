@@ -26,11 +26,26 @@ struct ResourceLimits {
   uint64_t open_files = 1024;            // RLIMIT_NOFILE for every exec
 };
 
+// A host directory mounted into a sandbox. Files on disk carry in-sandbox ids (the sandbox
+// user's files are uid/gid 1000 on disk): every sandbox sees the directory through an
+// id-mapped mount, so whichever sandbox (each with its own host uid range) serves a session
+// sees the same owners.
+struct BindMount {
+  std::string host_path;  // absolute host directory, must exist
+  std::string target;     // absolute path inside the sandbox, e.g. "/workspace"; created if missing
+  bool read_only = false;
+};
+
 struct SandboxSpec {
   std::string id;  // empty: the runtime generates one ("sb-" + random hex)
   std::string template_name = "host";
   ResourceLimits limits;
   std::vector<std::string> env;  // KEY=VALUE added to every exec's environment
+  // Read-only layers stacked between the writable layer and the template, top first: host
+  // directories made by Runtime::Checkpoint (a fork of a checkpoint passes its layer chain).
+  std::vector<std::string> layers;
+  std::vector<BindMount>
+      binds;  // e.g. the session workspace at /workspace, the tenant cache at /cache
 };
 
 enum class SandboxState { kRunning, kPaused, kDead };
@@ -44,6 +59,20 @@ struct SandboxInfo {
   pid_t init_pid = -1;  // host pid of paddock-init (the sandbox's pid 1)
   ResourceLimits limits;
   std::chrono::system_clock::time_point created_at;
+  std::vector<std::string> layers;  // as created (SandboxSpec::layers)
+};
+
+// What Checkpoint wrote: entries (files, directories, symlinks, whiteouts...) and the bytes of
+// regular-file data actually stored (holes of sparse files are not counted, nor copied).
+struct LayerStats {
+  uint64_t files = 0;
+  uint64_t bytes = 0;
+};
+
+struct ChangedPath {
+  std::string path;      // absolute, inside the sandbox
+  bool deleted = false;  // a whiteout: the path was removed from the layers below
+  bool operator==(const ChangedPath&) const = default;
 };
 
 // What exists on the host, found by scanning runtime objects (cgroups), not from
@@ -149,6 +178,21 @@ class Runtime {
   virtual Status Remove(const std::string& id, const std::string& path, bool recursive) = 0;
   virtual Status Rename(const std::string& id, const std::string& from, const std::string& to) = 0;
   virtual Status Chmod(const std::string& id, const std::string& path, uint32_t mode) = 0;
+
+  // Freezes the sandbox (if running), copies its writable layer into `dest_dir` (must not exist;
+  // its parent must) and thaws it. The copy is a valid overlay lower layer: whiteouts, opaque
+  // markers and user.* xattrs, modes, mtimes and symlinks are kept; ownership is stored as
+  // in-sandbox ids (see BindMount). Written to a temporary sibling and renamed, so dest_dir
+  // either is complete or does not exist. Works on a paused sandbox (stays paused). A sandbox
+  // created with layers produces a layer holding only its own changes: the caller keeps the
+  // chain (new layer + the old layers) for forks.
+  virtual Result<LayerStats> Checkpoint(const std::string& id, const std::string& dest_dir) = 0;
+  // What the writable layer changed relative to the layers below: absolute in-sandbox paths of
+  // upper-dir entries down to max_depth path components ("/home/sandbox/.local" at depth 3;
+  // deeper changes are reported as their ancestor at that depth, once), whiteouts as deleted.
+  // At most max_entries (sorted), `truncated` set when more existed.
+  virtual Result<std::vector<ChangedPath>> ChangedPaths(const std::string& id, int max_depth,
+                                                        size_t max_entries, bool* truncated) = 0;
 
   virtual Status Pause(const std::string& id) = 0;
   virtual Status Resume(const std::string& id) = 0;

@@ -27,8 +27,12 @@ enum class MsgType : uint32_t {
   kExec = 2,      // fds: [stdin, stdout, stderr]
   kKill = 3,      // signal an exec's whole process tree
   kShutdown = 4,  // kill everything and exit
+  // Follows Setup when it names layers or binds: fds are the daemon's detached, id-mapped
+  // mount trees (open_tree + mount_setattr), layers first then binds, in order, up to
+  // kMaxFdsPerMessage per packet; as many packets as needed.
+  kSetupFds = 5,
   // init -> daemon
-  kReady = 100,
+  kReady = 100,  // fds: [the writable layer's upper dir] (Checkpoint, ChangedPaths)
   kSetupFailed = 101,
   kStarted = 102,
   kExited = 103,
@@ -46,6 +50,11 @@ struct SetupMsg {
   uint32_t sandbox_uid = 1000, sandbox_gid = 1000;
   uint32_t cgroup_mode = 1;
   std::vector<uint8_t> seccomp_bpf;  // struct sock_filter[]
+  // Mount trees arriving in kSetupFds packets: layer_count layers (top first, stacked above
+  // lower_dir), then one per bind target (absolute paths inside the sandbox).
+  uint32_t layer_count = 0;
+  std::vector<std::string> bind_targets;
+  uint32_t FdCount() const { return layer_count + static_cast<uint32_t>(bind_targets.size()); }
 };
 
 struct ExecMsg {
@@ -191,6 +200,7 @@ inline std::vector<uint8_t> Encode(const SetupMsg& m) {
   w.Str(m.hostname).Str(m.lower_dir).Strs(m.ro_binds).Str(m.staging_dir);
   w.U64(m.disk_bytes).U64(m.tmp_bytes).U32(m.sandbox_uid).U32(m.sandbox_gid).U32(m.cgroup_mode);
   w.Bytes(m.seccomp_bpf);
+  w.U32(m.layer_count).Strs(m.bind_targets);
   return w.data();
 }
 inline bool Decode(MessageReader& r, SetupMsg* m) {
@@ -204,6 +214,8 @@ inline bool Decode(MessageReader& r, SetupMsg* m) {
   m->sandbox_gid = r.U32();
   m->cgroup_mode = r.U32();
   m->seccomp_bpf = r.Bytes();
+  m->layer_count = r.U32();
+  m->bind_targets = r.Strs();
   return r.ok();
 }
 

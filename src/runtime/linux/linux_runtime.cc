@@ -1,6 +1,8 @@
 #include "runtime/linux/linux_runtime.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <linux/mount.h>
 #include <linux/sched.h>
 #include <poll.h>
 #include <signal.h>
@@ -8,11 +10,13 @@
 #include <sys/eventfd.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <condition_variable>
@@ -21,6 +25,7 @@
 #include <map>
 #include <mutex>
 #include <random>
+#include <set>
 #include <shared_mutex>
 #include <thread>
 
@@ -102,6 +107,269 @@ struct ExecState {
   std::chrono::milliseconds timeout{0};
 };
 
+// Longer chains must be squashed by the caller: the overlay's options (one page) name every
+// layer, and each layer costs a mount.
+constexpr size_t kMaxLayers = 64;
+constexpr size_t kMaxBinds = 16;
+
+// A bind target: absolute and normalised (no empty, "." or ".." components, no trailing '/'),
+// not "/" and not where the init mounts its own filesystems.
+Status ValidateBindTarget(const std::string& t) {
+  const std::string what = "binds: target '" + t + "' ";
+  if (t.size() < 2 || t[0] != '/' || t.back() == '/' || t.size() > 1024 ||
+      t.find('\0') != std::string::npos)
+    return InvalidArgument(what + "must be an absolute path other than /");
+  for (size_t pos = 1; pos <= t.size();) {
+    size_t end = t.find('/', pos);
+    if (end == std::string::npos) end = t.size();
+    const std::string_view comp(t.data() + pos, end - pos);
+    if (comp.empty() || comp == "." || comp == "..")
+      return InvalidArgument(what + "must not contain empty, '.' or '..' components");
+    pos = end + 1;
+  }
+  for (const std::string p : {"/proc", "/dev", "/sys", "/tmp"}) {
+    if (t == p || t.rfind(p + "/", 0) == 0) return InvalidArgument(what + "must not be under " + p);
+  }
+  return Status::Ok();
+}
+
+// A detached copy of the mount at `path` (not its submounts), taken before anything exists for
+// the sandbox so a bad path leaves nothing behind. AT_SYMLINK_NOFOLLOW: the final component
+// must itself be the directory.
+Result<UniqueFd> OpenHostTree(const std::string& what, const std::string& path) {
+  if (path.empty() || path[0] != '/' || path.find('\0') != std::string::npos)
+    return InvalidArgument(what + ": '" + path + "' must be an absolute host path");
+  UniqueFd fd(
+      static_cast<int>(::syscall(SYS_open_tree, AT_FDCWD, path.c_str(),
+                                 OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_SYMLINK_NOFOLLOW)));
+  if (!fd) {
+    if (errno == ENOENT) return NotFound(what + ": " + path + " does not exist");
+    return ErrnoStatus(what + ": open_tree " + path);
+  }
+  struct stat st;
+  if (::fstat(fd.get(), &st) < 0) return ErrnoStatus(what + ": stat " + path);
+  if (!S_ISDIR(st.st_mode)) return InvalidArgument(what + ": " + path + " is not a directory");
+  return fd;
+}
+
+// Makes a detached tree id-mapped through the sandbox's user namespace (on-disk id k appears
+// as in-sandbox id k, i.e. host base+k), private (no propagation to or from the host) and
+// nosuid/nodev, plus `extra` (read-only). Needs the namespace's uid_map to be written.
+Status IdmapTree(int tree, int userns, uint64_t extra, const std::string& what) {
+  mount_attr attr{};
+  attr.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | extra;
+  attr.userns_fd = static_cast<uint64_t>(userns);
+  attr.propagation = MS_PRIVATE;
+  if (::syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH, &attr, sizeof attr) < 0)
+    return ErrnoStatus(what + ": id-mapped mount");
+  return Status::Ok();
+}
+
+uint32_t InsideId(uint32_t host, uid_t base) {
+  return host >= base && host - base < kIdsPerSandbox ? host - base : 65534;
+}
+
+// True for an overlay whiteout: a character device 0/0.
+bool IsWhiteout(const struct stat& st) { return S_ISCHR(st.st_mode) && st.st_rdev == 0; }
+
+// Overlay xattrs that name the original layer set (file handles, fs uuid, link counts): they
+// mean nothing, or something wrong, once the entry lives in another layer stack.
+bool StaleOverlayXattr(std::string_view name) {
+  for (std::string_view n : {"user.overlay.origin", "user.overlay.impure", "user.overlay.nlink",
+                             "user.overlay.upper", "user.overlay.uuid"}) {
+    if (name == n) return true;
+  }
+  return false;
+}
+
+// Copies a sandbox's upper dir into a host directory, the daemon acting as host root on
+// content the sandbox wrote: every source entry is reached with *at() calls relative to an
+// already opened directory, never through a symlink (O_NOFOLLOW, AT_SYMLINK_NOFOLLOW,
+// readlinkat), and checked to be the inode lstat saw. Only data extents are copied (a sparse
+// terabyte stays sparse), hard links stay links (one copy of the data), and only whiteouts,
+// fifos, regular files, directories and symlinks are recreated: no other device node ever
+// lands on the host.
+class LayerCopier {
+ public:
+  LayerCopier(uid_t base, int dst_root) : base_(base), dst_root_(dst_root) {}
+
+  Status CopyTree(int src, int dst) { return CopyDir(src, dst, "", 0); }
+  const LayerStats& stats() const { return stats_; }
+
+ private:
+  static constexpr int kMaxDepth = 1024;
+
+  Status Fail(const std::string& what, const std::string& rel) {
+    return ErrnoStatus("checkpoint: " + what + " /" + rel);
+  }
+
+  Status CopyDir(int src, int dst, const std::string& rel, int depth) {
+    if (depth > kMaxDepth)
+      return Status(StatusCode::kResourceExhausted,
+                    "checkpoint: tree deeper than " + std::to_string(kMaxDepth) + " at /" + rel);
+    int dfd = ::openat(src, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) return Fail("open dir", rel);
+    std::unique_ptr<DIR, int (*)(DIR*)> d(::fdopendir(dfd), ::closedir);
+    if (!d) {
+      ::close(dfd);
+      return Fail("read dir", rel);
+    }
+    errno = 0;
+    while (dirent* de = ::readdir(d.get())) {
+      const std::string name = de->d_name;
+      if (name == "." || name == "..") continue;
+      PADDOCK_RETURN_IF_ERROR(
+          CopyEntry(src, dst, name, rel.empty() ? name : rel + "/" + name, depth + 1));
+      errno = 0;
+    }
+    if (errno != 0) return Fail("read dir", rel);
+    return Status::Ok();
+  }
+
+  Status CopyEntry(int src_dir, int dst_dir, const std::string& name, const std::string& rel,
+                   int depth) {
+    const char* n = name.c_str();
+    struct stat st;
+    if (::fstatat(src_dir, n, &st, AT_SYMLINK_NOFOLLOW) < 0) return Fail("stat", rel);
+    const uid_t uid = InsideId(st.st_uid, base_);
+    const gid_t gid = InsideId(st.st_gid, base_);
+    const mode_t perm = st.st_mode & 07777;
+    const timespec times[2] = {st.st_atim, st.st_mtim};
+    if (S_ISDIR(st.st_mode)) {
+      UniqueFd s(::openat(src_dir, n, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      if (!s) return Fail("open dir", rel);
+      PADDOCK_RETURN_IF_ERROR(SameInode(s.get(), st, rel));
+      if (::mkdirat(dst_dir, n, 0700) < 0) return Fail("mkdir", rel);
+      UniqueFd d(::openat(dst_dir, n, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      if (!d) return Fail("open new dir", rel);
+      ++stats_.files;
+      PADDOCK_RETURN_IF_ERROR(CopyDir(s.get(), d.get(), rel, depth));
+      return FinishFd(s.get(), d.get(), uid, gid, perm, times, rel);
+    }
+    if (S_ISREG(st.st_mode)) {
+      const std::pair<dev_t, ino_t> key{st.st_dev, st.st_ino};
+      if (st.st_nlink > 1) {
+        if (auto it = links_.find(key); it != links_.end()) {
+          if (::linkat(dst_root_, it->second.c_str(), dst_dir, n, 0) < 0) return Fail("link", rel);
+          ++stats_.files;
+          return Status::Ok();
+        }
+      }
+      UniqueFd s(::openat(src_dir, n, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+      if (!s) return Fail("open", rel);
+      PADDOCK_RETURN_IF_ERROR(SameInode(s.get(), st, rel));
+      UniqueFd d(::openat(dst_dir, n, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+      if (!d) return Fail("create", rel);
+      PADDOCK_RETURN_IF_ERROR(CopyData(s.get(), d.get(), st.st_size, rel));
+      ++stats_.files;
+      if (st.st_nlink > 1) links_[key] = rel;
+      return FinishFd(s.get(), d.get(), uid, gid, perm, times, rel);
+    }
+    if (S_ISLNK(st.st_mode)) {
+      std::string target(static_cast<size_t>(std::min<off_t>(st.st_size, PATH_MAX)) + 1, '\0');
+      ssize_t len = ::readlinkat(src_dir, n, target.data(), target.size());
+      if (len < 0) return Fail("readlink", rel);
+      if (static_cast<size_t>(len) >= target.size())
+        return Status(StatusCode::kConflict,
+                      "checkpoint: symlink /" + rel + " changed while copied");
+      target.resize(static_cast<size_t>(len));
+      if (::symlinkat(target.c_str(), dst_dir, n) < 0) return Fail("symlink", rel);
+    } else if (IsWhiteout(st)) {
+      if (::mknodat(dst_dir, n, S_IFCHR | 0, 0) < 0) return Fail("whiteout", rel);
+    } else if (S_ISFIFO(st.st_mode)) {
+      if (::mkfifoat(dst_dir, n, 0600) < 0) return Fail("mkfifo", rel);
+    } else {
+      return Status::Ok();  // sockets (meaningless in a copy), device nodes (never on the host)
+    }
+    ++stats_.files;
+    if (::fchownat(dst_dir, n, uid, gid, AT_SYMLINK_NOFOLLOW) < 0) return Fail("chown", rel);
+    // A symlink's mode is fixed; a whiteout's and a fifo's are set after chown (which clears
+    // set-id bits). Neither is a symlink (we just created it), so following is moot.
+    if (!S_ISLNK(st.st_mode) && ::fchmodat(dst_dir, n, perm, 0) < 0) return Fail("chmod", rel);
+    if (::utimensat(dst_dir, n, times, AT_SYMLINK_NOFOLLOW) < 0) return Fail("set times", rel);
+    return Status::Ok();
+  }
+
+  Status SameInode(int fd, const struct stat& want, const std::string& rel) {
+    struct stat got;
+    if (::fstat(fd, &got) < 0) return Fail("stat", rel);
+    if (got.st_dev != want.st_dev || got.st_ino != want.st_ino ||
+        (got.st_mode & S_IFMT) != (want.st_mode & S_IFMT))
+      return Status(StatusCode::kConflict, "checkpoint: /" + rel + " changed while copied");
+    return Status::Ok();
+  }
+
+  // xattrs, owner, mode (after chown, which clears set-id bits), then times (last: everything
+  // before changes them).
+  Status FinishFd(int src, int dst, uid_t uid, gid_t gid, mode_t perm, const timespec times[2],
+                  const std::string& rel) {
+    PADDOCK_RETURN_IF_ERROR(CopyXattrs(src, dst, rel));
+    if (::fchown(dst, uid, gid) < 0) return Fail("chown", rel);
+    if (::fchmod(dst, perm) < 0) return Fail("chmod", rel);
+    if (::futimens(dst, times) < 0) return Fail("set times", rel);
+    return Status::Ok();
+  }
+
+  // user.* only: overlay's own markers (user.overlay.opaque, user.overlay.whiteout...) and the
+  // sandbox's. security.* (file capabilities) and trusted.* are never copied to the host.
+  Status CopyXattrs(int src, int dst, const std::string& rel) {
+    ssize_t len = ::flistxattr(src, nullptr, 0);
+    if (len < 0) return errno == ENOTSUP ? Status::Ok() : Fail("list xattrs", rel);
+    std::string names(static_cast<size_t>(len), '\0');
+    len = ::flistxattr(src, names.data(), names.size());
+    if (len < 0) return Fail("list xattrs", rel);
+    names.resize(static_cast<size_t>(len));
+    std::string value;
+    for (size_t pos = 0; pos < names.size();) {
+      const std::string name(names.c_str() + pos);
+      pos += name.size() + 1;
+      if (name.rfind("user.", 0) != 0 || StaleOverlayXattr(name)) continue;
+      ssize_t vlen = ::fgetxattr(src, name.c_str(), nullptr, 0);
+      if (vlen < 0) return Fail("read xattr " + name + " of", rel);
+      value.assign(static_cast<size_t>(vlen), '\0');
+      vlen = ::fgetxattr(src, name.c_str(), value.data(), value.size());
+      if (vlen < 0) return Fail("read xattr " + name + " of", rel);
+      if (::fsetxattr(dst, name.c_str(), value.data(), static_cast<size_t>(vlen), 0) < 0)
+        return Fail("write xattr " + name + " of", rel);
+    }
+    return Status::Ok();
+  }
+
+  // Copies only the data extents (SEEK_DATA/SEEK_HOLE) and sets the length, so the copy takes
+  // no more host disk than the sandbox's writable layer held.
+  Status CopyData(int src, int dst, off_t size, const std::string& rel) {
+    off_t off = 0;
+    while (off < size) {
+      off_t data = ::lseek(src, off, SEEK_DATA);
+      if (data < 0) {
+        if (errno == ENXIO) break;  // only a hole remains
+        return Fail("seek data in", rel);
+      }
+      off_t hole = ::lseek(src, data, SEEK_HOLE);
+      if (hole < 0) return Fail("seek hole in", rel);
+      hole = std::min(hole, size);
+      if (::lseek(dst, data, SEEK_SET) < 0) return Fail("seek in copy of", rel);
+      off_t pos = data;
+      while (pos < hole) {
+        ssize_t n =
+            ::sendfile(dst, src, &pos, static_cast<size_t>(std::min<off_t>(hole - pos, 1 << 30)));
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return Fail("copy", rel);
+        if (n == 0) break;  // shrank under us: the length below still matches lstat
+        stats_.bytes += static_cast<uint64_t>(n);
+      }
+      off = hole;
+    }
+    if (::ftruncate(dst, size) < 0) return Fail("set length of", rel);
+    return Status::Ok();
+  }
+
+  uid_t base_;
+  int dst_root_;
+  LayerStats stats_;
+  std::map<std::pair<dev_t, ino_t>, std::string> links_;  // hard-linked inode -> copy (rel path)
+};
+
 }  // namespace
 
 struct Sandbox {
@@ -112,12 +380,20 @@ struct Sandbox {
   UniqueFd pidfd;
   std::unique_ptr<SandboxFiles> files;
   std::vector<std::string> env;
+  // Serialises what freezes and thaws the cgroup (Pause, Resume, Checkpoint): a Resume in the
+  // middle of a checkpoint would let the sandbox change the layer being copied.
+  std::mutex freeze_mu;
 
   std::mutex send_mu;  // one writer at a time on the control socket
   std::mutex mu;       // guards everything below
   bool ready = false;  // setup finished (written once by Create, before it is shared)
   bool dead = false;
   bool paused = false;
+  bool checkpointing = false;  // frozen by Checkpoint (not a Pause)
+  // The writable layer's upper dir (a tmpfs in the sandbox's mount namespace), sent by the init
+  // with Ready. Users take their own open file description (openat ".") under `mu`: Teardown
+  // closes this one, and readdir offsets must not be shared between concurrent walks.
+  UniqueFd upper;
   std::map<ExecId, std::shared_ptr<ExecState>> execs;
   uint64_t next_exec = 1;
   uint64_t oom_seen = 0;
@@ -439,6 +715,37 @@ Result<SandboxInfo> LinuxRuntime::Create(const SandboxSpec& spec) {
       return InvalidArgument("env: entries must be KEY=VALUE");
   }
 
+  if (spec.layers.size() > kMaxLayers)
+    return InvalidArgument("layers: at most " + std::to_string(kMaxLayers));
+  if (spec.binds.size() > kMaxBinds)
+    return InvalidArgument("binds: at most " + std::to_string(kMaxBinds));
+  for (size_t i = 0; i < spec.binds.size(); ++i) {
+    const std::string& t = spec.binds[i].target;
+    PADDOCK_RETURN_IF_ERROR(ValidateBindTarget(t));
+    // One bind inside another would make the init create the inner target in the outer host
+    // directory; nothing needs that.
+    for (size_t j = 0; j < i; ++j) {
+      const std::string& u = spec.binds[j].target;
+      if (t == u || t.rfind(u + "/", 0) == 0 || u.rfind(t + "/", 0) == 0)
+        return InvalidArgument("binds: targets " + u + " and " + t + " overlap");
+    }
+  }
+  // Detached copies of every layer and bind, taken now so a missing path leaves nothing on the
+  // host; they are id-mapped once the sandbox's user namespace has its maps.
+  std::vector<UniqueFd> layer_trees, bind_trees;
+  for (const auto& l : spec.layers) {
+    // Layers are named in the overlay's options inside the init (as its own mount points, but
+    // refuse what could be misparsed anywhere down the line).
+    if (l.find_first_of(",:") != std::string::npos)
+      return InvalidArgument("layers: '" + l + "' must not contain ',' or ':'");
+    PADDOCK_ASSIGN_OR_RETURN(UniqueFd t, OpenHostTree("layers", l));
+    layer_trees.push_back(std::move(t));
+  }
+  for (const auto& b : spec.binds) {
+    PADDOCK_ASSIGN_OR_RETURN(UniqueFd t, OpenHostTree("binds", b.host_path));
+    bind_trees.push_back(std::move(t));
+  }
+
   auto sb = std::make_shared<Sandbox>();
   sb->info.id = spec.id.empty() ? "sb-" + RandomHex(6) : spec.id;
   PADDOCK_RETURN_IF_ERROR(ValidateSandboxId(sb->info.id));
@@ -454,6 +761,7 @@ Result<SandboxInfo> LinuxRuntime::Create(const SandboxSpec& spec) {
   sb->info.template_digest = tpl.digest;
   sb->info.limits = lim;
   sb->info.created_at = std::chrono::system_clock::now();
+  sb->info.layers = spec.layers;
   sb->env = spec.env;
 
   PADDOCK_ASSIGN_OR_RETURN(sb->slot, UidSlot::Acquire(im.slots_dir));
@@ -497,6 +805,22 @@ Result<SandboxInfo> LinuxRuntime::Create(const SandboxSpec& spec) {
   if (im.layout.version == CgroupVersion::kV1) {
     if (Status st = sb->cgroup->AddProcess(*pid); !st.ok()) return fail(st);
   }
+  if (!layer_trees.empty() || !bind_trees.empty()) {
+    // The pid is our unreaped child, so /proc/<pid> cannot name another process.
+    UniqueFd userns(::open((proc + "/ns/user").c_str(), O_RDONLY | O_CLOEXEC));
+    if (!userns) return fail(ErrnoStatus("open sandbox user namespace"));
+    for (size_t i = 0; i < layer_trees.size(); ++i) {
+      Status st = IdmapTree(layer_trees[i].get(), userns.get(), MOUNT_ATTR_RDONLY,
+                            "layers: " + spec.layers[i]);
+      if (!st.ok()) return fail(st);
+    }
+    for (size_t i = 0; i < bind_trees.size(); ++i) {
+      Status st = IdmapTree(bind_trees[i].get(), userns.get(),
+                            spec.binds[i].read_only ? MOUNT_ATTR_RDONLY : 0,
+                            "binds: " + spec.binds[i].host_path);
+      if (!st.ok()) return fail(st);
+    }
+  }
   if (int rc = proto::SendPacket(sb->ctl.get(), {'G'}); rc < 0)
     return fail(ErrnoStatus("start sandbox init", -rc));
 
@@ -516,10 +840,25 @@ Result<SandboxInfo> LinuxRuntime::Create(const SandboxSpec& spec) {
                                                 ? proto::CgroupMode::kV2
                                                 : proto::CgroupMode::kV1Freezer);
   setup.seccomp_bpf = im.seccomp_bpf;
+  setup.layer_count = static_cast<uint32_t>(layer_trees.size());
+  for (const auto& b : spec.binds) setup.bind_targets.push_back(b.target);
   int dir_fd = exec_dir->get();
   if (int rc = proto::SendPacket(sb->ctl.get(), proto::Encode(setup), &dir_fd, 1); rc < 0)
     return fail(ErrnoStatus("send setup to sandbox init", -rc));
   exec_dir->reset();
+  std::vector<int> tree_fds;
+  for (const auto& t : layer_trees) tree_fds.push_back(t.get());
+  for (const auto& t : bind_trees) tree_fds.push_back(t.get());
+  for (size_t i = 0; i < tree_fds.size(); i += proto::kMaxFdsPerMessage) {
+    const int n = static_cast<int>(std::min<size_t>(proto::kMaxFdsPerMessage, tree_fds.size() - i));
+    if (int rc = proto::SendPacket(
+            sb->ctl.get(), proto::MessageWriter(proto::MsgType::kSetupFds).data(), &tree_fds[i], n);
+        rc < 0)
+      return fail(ErrnoStatus("send mounts to sandbox init", -rc));
+  }
+  // The init holds the trees now; once attached they live in its mount namespace only.
+  layer_trees.clear();
+  bind_trees.clear();
 
   pollfd pfd{sb->ctl.get(), POLLIN, 0};
   int prc = ::poll(&pfd, 1, static_cast<int>(im.opts.setup_timeout.count()));
@@ -528,7 +867,8 @@ Result<SandboxInfo> LinuxRuntime::Create(const SandboxSpec& spec) {
   int fds[proto::kMaxFdsPerMessage];
   int nfds = 0;
   ssize_t n = proto::RecvPacket(sb->ctl.get(), &buf, fds, &nfds);
-  for (int i = 0; i < nfds; ++i) ::close(fds[i]);
+  std::vector<UniqueFd> received;
+  for (int i = 0; i < nfds; ++i) received.emplace_back(fds[i]);
   if (n <= 0) return fail(Internal("sandbox init exited during setup"));
   proto::MessageReader r(buf.data(), buf.size());
   proto::MsgType type = r.Type();
@@ -537,7 +877,9 @@ Result<SandboxInfo> LinuxRuntime::Create(const SandboxSpec& spec) {
     proto::Decode(r, &m);
     return fail(ErrnoStatus("sandbox setup step '" + m.step + "'", m.err));
   }
-  if (type != proto::MsgType::kReady) return fail(Internal("unexpected message from sandbox init"));
+  if (type != proto::MsgType::kReady || received.size() != 1)
+    return fail(Internal("unexpected message from sandbox init"));
+  sb->upper = std::move(received[0]);
 
   // The sandbox's root as its init sees it; file operations resolve beneath this fd. Holding
   // the fd (not a path) means a later pid reuse can never point us at another process's root.
@@ -566,16 +908,17 @@ Result<SandboxInfo> LinuxRuntime::Create(const SandboxSpec& spec) {
 Status LinuxRuntime::Impl::Teardown(Sandbox& sb) {
   if (sb.ctl) reactor->Unregister(sb);
   if (sb.pidfd) {
-    bool paused, dead;
+    bool paused, dead, checkpointing;
     {
       std::lock_guard lock(sb.mu);
       paused = sb.paused;
       dead = sb.dead;
+      checkpointing = sb.checkpointing;
     }
     // Ask a healthy init to exit; as pid 1 its exit makes the kernel kill every process in the
     // namespace, and the mount namespace (the writable layer with it) goes away with the last
     // one. A paused, broken or half-created init is not asked, and SIGKILL follows regardless.
-    if (sb.ready && !paused && !dead) {
+    if (sb.ready && !paused && !dead && !checkpointing) {
       int rc;
       {
         std::lock_guard lock(sb.send_mu);
@@ -586,8 +929,9 @@ Status LinuxRuntime::Impl::Teardown(Sandbox& sb) {
       if (rc == 0) (void)::poll(&pfd, 1, 1000);
     }
     ::syscall(SYS_pidfd_send_signal, sb.pidfd.get(), SIGKILL, nullptr, 0);
-    // A frozen task does not act on SIGKILL until thawed.
-    if (sb.cgroup && paused) (void)sb.cgroup->Thaw();
+    // A frozen task does not act on SIGKILL until thawed. (A checkpoint that freezes after this
+    // thaw delays the end of the sandbox until it thaws, which it always does.)
+    if (sb.cgroup && (paused || checkpointing)) (void)sb.cgroup->Thaw();
     siginfo_t si;
     while (::waitid(P_PIDFD, static_cast<id_t>(sb.pidfd.get()), &si, WEXITED) < 0 &&
            errno == EINTR) {
@@ -602,6 +946,11 @@ Status LinuxRuntime::Impl::Teardown(Sandbox& sb) {
   ControlReactor::FailAll(sb);
   sb.files.reset();
   sb.ctl.reset();
+  {
+    // Our reference keeps the writable tmpfs (and its memory) alive past the mount namespace.
+    std::lock_guard lock(sb.mu);
+    sb.upper.reset();
+  }
   return st;
 }
 
@@ -1006,6 +1355,7 @@ Status LinuxRuntime::Chmod(const std::string& id, const std::string& path, uint3
 
 Status LinuxRuntime::Pause(const std::string& id) {
   PADDOCK_ASSIGN_OR_RETURN(auto sb, impl_->FindLive(id));
+  std::lock_guard freeze(sb->freeze_mu);
   PADDOCK_RETURN_IF_ERROR(sb->cgroup->Freeze());
   std::lock_guard lock(sb->mu);
   sb->paused = true;
@@ -1014,10 +1364,172 @@ Status LinuxRuntime::Pause(const std::string& id) {
 
 Status LinuxRuntime::Resume(const std::string& id) {
   PADDOCK_ASSIGN_OR_RETURN(auto sb, impl_->FindLive(id));
+  std::lock_guard freeze(sb->freeze_mu);
   PADDOCK_RETURN_IF_ERROR(sb->cgroup->Thaw());
   std::lock_guard lock(sb->mu);
   sb->paused = false;
   return Status::Ok();
+}
+
+namespace {
+
+// A fresh open file description of the sandbox's upper dir (its own readdir offset, and still
+// valid if Destroy closes the sandbox's).
+Result<UniqueFd> OpenUpper(Sandbox& sb) {
+  std::lock_guard lock(sb.mu);
+  if (sb.dead || !sb.upper) return FailedPrecondition("sandbox " + sb.info.id + " is not running");
+  UniqueFd fd(::openat(sb.upper.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!fd) return ErrnoStatus("open writable layer");
+  return fd;
+}
+
+}  // namespace
+
+Result<LayerStats> LinuxRuntime::Checkpoint(const std::string& id, const std::string& dest_dir) {
+  if (dest_dir.size() < 2 || dest_dir[0] != '/' || dest_dir.back() == '/' ||
+      dest_dir.find('\0') != std::string::npos)
+    return InvalidArgument("dest_dir: must be an absolute path");
+  // The layer will be stacked into overlays; keep its name free of option separators.
+  if (dest_dir.find_first_of(",:") != std::string::npos)
+    return InvalidArgument("dest_dir: must not contain ',' or ':'");
+  const size_t slash = dest_dir.rfind('/');
+  const std::string parent = slash == 0 ? "/" : dest_dir.substr(0, slash);
+  const std::string name = dest_dir.substr(slash + 1);
+  if (name == "." || name == "..") return InvalidArgument("dest_dir: must name a new directory");
+  PADDOCK_ASSIGN_OR_RETURN(auto sb, impl_->FindLive(id));
+  UniqueFd pdir(::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!pdir) {
+    if (errno == ENOENT || errno == ENOTDIR)
+      return NotFound("dest_dir: parent " + parent + " is not a directory");
+    return ErrnoStatus("open " + parent);
+  }
+  struct stat st;
+  if (::fstatat(pdir.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0)
+    return Status(StatusCode::kAlreadyExists, "dest_dir: " + dest_dir + " exists");
+  if (errno != ENOENT) return ErrnoStatus("stat " + dest_dir);
+
+  std::lock_guard freeze(sb->freeze_mu);
+  PADDOCK_ASSIGN_OR_RETURN(UniqueFd upper, OpenUpper(*sb));
+  bool paused;
+  {
+    std::lock_guard lock(sb->mu);
+    paused = sb->paused;
+    sb->checkpointing = true;
+  }
+  auto done = [&]() {
+    std::lock_guard lock(sb->mu);
+    sb->checkpointing = false;
+  };
+  // Frozen, nothing inside can change the layer while it is copied (a consistent snapshot, and
+  // no renames racing the walk).
+  if (!paused) {
+    if (Status fst = sb->cgroup->Freeze(); !fst.ok()) {
+      done();
+      return fst;
+    }
+  }
+  // A hidden sibling on the same filesystem, root-only (0700) while it is written: it may hold
+  // set-id files owned by (on-disk) root. Renamed into place only when complete.
+  const std::string tmp = "." + name + ".tmp-" + RandomHex(4);
+  Status copied = Status::Ok();
+  LayerStats stats;
+  bool made = false;
+  UniqueFd troot;
+  if (::mkdirat(pdir.get(), tmp.c_str(), 0700) < 0) {
+    copied = ErrnoStatus("mkdir " + parent + "/" + tmp);
+  } else {
+    made = true;
+    troot.reset(::openat(pdir.get(), tmp.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!troot) {
+      copied = ErrnoStatus("open " + parent + "/" + tmp);
+    } else {
+      LayerCopier copier(sb->slot.base(), troot.get());
+      copied = copier.CopyTree(upper.get(), troot.get());
+      stats = copier.stats();
+      // The layer's root stays 0700 root: the merged root's attributes come from each
+      // sandbox's own upper dir, and nothing below is reachable by other host users.
+      if (copied.ok() && ::fchown(troot.get(), 0, 0) < 0) copied = ErrnoStatus("chown layer");
+      if (copied.ok() && ::fchmod(troot.get(), 0700) < 0) copied = ErrnoStatus("chmod layer");
+    }
+  }
+  // Thawed as soon as the copy is done; syncing the host filesystem need not stop the sandbox.
+  if (!paused) {
+    if (Status tst = sb->cgroup->Thaw(); !tst.ok() && copied.ok()) copied = tst;
+  }
+  done();
+  // Durable before it becomes visible: a crash leaves the hidden temporary, never a partial
+  // layer under dest_dir.
+  if (copied.ok() && ::syncfs(troot.get()) < 0) copied = ErrnoStatus("sync layer");
+  if (copied.ok() &&
+      ::renameat2(pdir.get(), tmp.c_str(), pdir.get(), name.c_str(), RENAME_NOREPLACE) < 0) {
+    copied = errno == EEXIST
+                 ? Status(StatusCode::kAlreadyExists, "dest_dir: " + dest_dir + " exists")
+                 : ErrnoStatus("rename layer into " + dest_dir);
+  }
+  if (copied.ok()) (void)::fsync(pdir.get());
+  if (!copied.ok()) {
+    if (made) {
+      std::error_code ec;  // remove_all never follows symlinks
+      fs::remove_all(fs::path(parent) / tmp, ec);
+    }
+    return copied;
+  }
+  return stats;
+}
+
+Result<std::vector<ChangedPath>> LinuxRuntime::ChangedPaths(const std::string& id, int max_depth,
+                                                            size_t max_entries, bool* truncated) {
+  if (max_depth < 1) return InvalidArgument("max_depth: must be >= 1");
+  bool trunc = false;
+  if (truncated) *truncated = false;
+  PADDOCK_ASSIGN_OR_RETURN(auto sb, impl_->FindLive(id));
+  PADDOCK_ASSIGN_OR_RETURN(UniqueFd upper, OpenUpper(*sb));
+  // The sandbox keeps running: entries may come and go under the walk, which only reads names
+  // and lstat results and opens directories with O_NOFOLLOW. Only the max_entries smallest
+  // paths are kept (memory stays bounded whatever the layer holds).
+  std::map<std::string, bool> found;
+  auto add = [&](const std::string& path, bool deleted) -> bool {
+    if (found.size() >= max_entries && (found.empty() || path > found.rbegin()->first)) {
+      trunc = true;
+      return false;  // neither it nor anything below it (which sorts after it) can be kept
+    }
+    found.emplace(path, deleted);
+    if (found.size() > max_entries) {
+      found.erase(std::prev(found.end()));
+      trunc = true;
+    }
+    return true;
+  };
+  std::function<Status(int, const std::string&, int)> walk = [&](int dir, const std::string& prefix,
+                                                                 int depth) -> Status {
+    int dfd = ::openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) return ErrnoStatus("open " + (prefix.empty() ? "/" : prefix));
+    std::unique_ptr<DIR, int (*)(DIR*)> d(::fdopendir(dfd), ::closedir);
+    if (!d) {
+      ::close(dfd);
+      return ErrnoStatus("read " + prefix);
+    }
+    while (dirent* de = ::readdir(d.get())) {
+      const std::string name = de->d_name;
+      if (name == "." || name == "..") continue;
+      struct stat st;
+      if (::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) < 0) continue;  // gone
+      const std::string path = prefix + "/" + name;
+      if (!add(path, IsWhiteout(st))) continue;
+      if (S_ISDIR(st.st_mode) && depth < max_depth) {
+        UniqueFd child(
+            ::openat(dir, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+        if (child) PADDOCK_RETURN_IF_ERROR(walk(child.get(), path, depth + 1));
+      }
+    }
+    return Status::Ok();
+  };
+  PADDOCK_RETURN_IF_ERROR(walk(upper.get(), "", 1));
+  std::vector<ChangedPath> out;
+  out.reserve(found.size());
+  for (const auto& [path, deleted] : found) out.push_back({path, deleted});
+  if (truncated) *truncated = trunc;
+  return out;
 }
 
 Result<SandboxUsage> LinuxRuntime::Usage(const std::string& id) {

@@ -56,6 +56,10 @@ class LinuxRuntime : public Runtime {
   Status Rename(const std::string& id, const std::string& from, const std::string& to) override;
   Status Chmod(const std::string& id, const std::string& path, uint32_t mode) override;
 
+  Result<LayerStats> Checkpoint(const std::string& id, const std::string& dest_dir) override;
+  Result<std::vector<ChangedPath>> ChangedPaths(const std::string& id, int max_depth,
+                                                size_t max_entries, bool* truncated) override;
+
   Status Pause(const std::string& id) override;
   Status Resume(const std::string& id) override;
   Status Destroy(const std::string& id) override;

@@ -233,7 +233,55 @@ StepError DropBoundingSet() {
   return {};
 }
 
-StepError SetUpSandbox(const proto::SetupMsg& s) {
+// Creates `target` (absolute, validated by the daemon) inside the new root, one component at
+// a time as root of our user namespace, and returns an O_PATH fd of it. Layers below come from
+// checkpoints of other sandboxes, so any component may be a symlink planted there; resolving
+// one now, before pivot_root, would land on the host's tree. Symlinks and mount crossings are
+// refused instead (ELOOP / EXDEV): a bind never lands anywhere but a plain directory of the
+// overlay.
+int OpenBindTarget(const std::string& root, const std::string& target) {
+  int cur = open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (cur < 0) return -1;
+  size_t pos = 1;
+  while (pos <= target.size()) {
+    size_t end = target.find('/', pos);
+    if (end == std::string::npos) end = target.size();
+    const std::string comp = target.substr(pos, end - pos);
+    pos = end + 1;
+    if (comp.empty() || comp == "." || comp == "..") {
+      close(cur);
+      errno = EINVAL;
+      return -1;
+    }
+    if (mkdirat(cur, comp.c_str(), 0755) < 0 && errno != EEXIST) {
+      int e = errno;
+      close(cur);
+      errno = e;
+      return -1;
+    }
+    open_how how{};
+    how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
+    how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV;
+    int next = static_cast<int>(syscall(SYS_openat2, cur, comp.c_str(), &how, sizeof how));
+    int e = errno;
+    close(cur);
+    if (next < 0) {
+      errno = e;
+      return -1;
+    }
+    cur = next;
+  }
+  return cur;
+}
+
+int MoveMountAt(int tree_fd, int target_dirfd, const char* target_path, unsigned flags) {
+  return static_cast<int>(syscall(SYS_move_mount, tree_fd, "", target_dirfd, target_path,
+                                  MOVE_MOUNT_F_EMPTY_PATH | flags));
+}
+
+// `mount_fds`: the daemon's id-mapped trees (layers, then binds), closed here once attached.
+// `upper_fd` receives the writable layer's upper dir, for the daemon's Checkpoint.
+StepError SetUpSandbox(const proto::SetupMsg& s, std::vector<int>& mount_fds, int* upper_fd) {
   // The daemon put us in the sandbox cgroup before sending Setup; a new cgroup namespace now
   // makes that cgroup our "/" so /proc/self/cgroup reveals nothing of the host's layout.
   STEP("unshare cgroup namespace", unshare(CLONE_NEWCGROUP));
@@ -251,15 +299,44 @@ StepError SetUpSandbox(const proto::SetupMsg& s) {
   STEP("mkdir work", mkdir(work.c_str(), 0755));
   STEP("mkdir root", mkdir(root.c_str(), 0755));
   if (StepError e = PopulateUpper(upper, s); e.failed()) return e;
+  // Checkpoint layers: the daemon's id-mapped, read-only trees, attached under the staging
+  // tmpfs (which is detached with the old root later; the overlay keeps its own references).
+  std::string lowers;
+  if (s.layer_count > 0) {
+    const std::string ldir = st + "/l";
+    STEP("mkdir layers", mkdir(ldir.c_str(), 0700));
+    for (uint32_t i = 0; i < s.layer_count; ++i) {
+      const std::string p = ldir + "/" + std::to_string(i);
+      STEP("mkdir layer", mkdir(p.c_str(), 0755));
+      STEP("attach layer", MoveMountAt(mount_fds[i], AT_FDCWD, p.c_str(), 0));
+      lowers += p + ":";
+    }
+  }
+  lowers += s.lower_dir;
   // userxattr: overlay in a user namespace keeps its metadata in user.* xattrs (tmpfs >= 6.6).
   const std::string ovl =
-      "lowerdir=" + s.lower_dir + ",upperdir=" + upper + ",workdir=" + work + ",userxattr";
+      "lowerdir=" + lowers + ",upperdir=" + upper + ",workdir=" + work + ",userxattr";
+  // mount(2) copies at most one page of options; a longer string would be cut, not refused.
+  if (ovl.size() >= 4000) return StepError{"overlay options too long (too many layers)", E2BIG};
   STEP("mount overlay root",
        mount("overlay", root.c_str(), "overlay", MS_NOSUID | MS_NODEV, ovl.c_str()));
 
   for (size_t i = 0; i + 1 < s.ro_binds.size(); i += 2) {
     const std::string target = root + s.ro_binds[i + 1];
     STEP("read-only template bind", ReadOnlyBind(s.ro_binds[i], target, true));
+  }
+  for (size_t i = 0; i < s.bind_targets.size(); ++i) {
+    int dir = OpenBindTarget(root, s.bind_targets[i]);
+    STEP("create bind target", dir);
+    int rc = MoveMountAt(mount_fds[s.layer_count + i], dir, "", MOVE_MOUNT_T_EMPTY_PATH);
+    int e = errno;
+    close(dir);
+    errno = e;
+    STEP("attach bind", rc);
+  }
+  for (int& fd : mount_fds) {
+    close(fd);
+    fd = -1;
   }
   if (StepError e = MountProc(root); e.failed()) return e;
   if (StepError e = MountDev(root, s); e.failed()) return e;
@@ -269,6 +346,10 @@ StepError SetUpSandbox(const proto::SetupMsg& s) {
 
   // pivot_root(".", ".") stacks the old root on top of the new one; detaching it leaves the
   // host's tree unreachable from this mount namespace (no directory needed for the old root).
+  // The daemon copies the writable layer from this fd (Checkpoint); after pivot_root the
+  // upper dir is reachable from nowhere else.
+  *upper_fd = open(upper.c_str(), O_DIRECTORY | O_RDONLY | O_CLOEXEC);
+  STEP("open upper", *upper_fd);
   STEP("chdir new root", chdir(root.c_str()));
   STEP("pivot_root", static_cast<int>(syscall(SYS_pivot_root, ".", ".")));
   STEP("detach old root", umount2(".", MNT_DETACH));
@@ -797,12 +878,28 @@ int main() {
     proto::SendPacket(kCtl, proto::Encode(proto::SetupFailedMsg{"decode setup", EPROTO}));
     return 1;
   }
-  StepError err = SetUpSandbox(setup);
+  const int cgroup_dir = fds[0];
+  std::vector<int> mount_fds;
+  while (mount_fds.size() < setup.FdCount()) {
+    n = proto::RecvPacket(kCtl, &buf, fds, &nfds);
+    if (n <= 0) return 1;
+    proto::MessageReader fr(buf.data(), buf.size());
+    for (int i = 0; i < nfds; ++i) mount_fds.push_back(fds[i]);
+    if (fr.Type() != proto::MsgType::kSetupFds || nfds == 0 || mount_fds.size() > setup.FdCount()) {
+      proto::SendPacket(kCtl, proto::Encode(proto::SetupFailedMsg{"receive mount fds", EPROTO}));
+      return 1;
+    }
+  }
+  int upper_fd = -1;
+  StepError err = SetUpSandbox(setup, mount_fds, &upper_fd);
   if (err.failed()) {
     proto::SendPacket(kCtl, proto::Encode(proto::SetupFailedMsg{err.step, err.err}));
     return 1;
   }
-  if (proto::SendPacket(kCtl, proto::MessageWriter(proto::MsgType::kReady).data()) < 0) return 1;
-  Init init(std::move(setup), fds[0]);
+  if (proto::SendPacket(kCtl, proto::MessageWriter(proto::MsgType::kReady).data(), &upper_fd, 1) <
+      0)
+    return 1;
+  close(upper_fd);  // the daemon's copy is all that may remain: no exec can inherit it
+  Init init(std::move(setup), cgroup_dir);
   return init.Run();
 }
