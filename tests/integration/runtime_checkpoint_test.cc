@@ -401,5 +401,52 @@ TEST_F(RuntimeCheckpointTest, PlantedLinksAndSpecialFilesNeverExposeTheHost) {
   EXPECT_EQ(HostFile(secret), "HOST-SECRET\n");
 }
 
+TEST_F(RuntimeCheckpointTest, FailedCheckpointLeavesNothingAndThaws) {
+  std::string a = NewSandbox();
+  ASSERT_FALSE(a.empty());
+  // Deeper than the copy goes (each level would hold daemon descriptors).
+  User(a, "p=/home/sandbox/deep; for i in $(seq 1 140); do p=$p/d; done; mkdir -p $p");
+  auto r = rt().Checkpoint(a, dir_ + "/deep");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted) << r.status().ToString();
+  EXPECT_TRUE(Listing(dir_).empty());
+  auto info = rt().Get(a);
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->state, runtime::SandboxState::kRunning);
+  EXPECT_EQ(User(a, "echo alive"), "alive\n");
+  // ChangedPaths bounds its walk instead of failing.
+  bool truncated = false;
+  auto changed = rt().ChangedPaths(a, 1000, 100000, &truncated);
+  ASSERT_TRUE(changed.ok()) << changed.status().ToString();
+}
+
+TEST_F(RuntimeCheckpointTest, SymlinkPlantedAtABindTargetIsRefused) {
+  const std::string ws = dir_ + "/ws", host_dir = dir_ + "/host";
+  fs::create_directories(ws);
+  fs::create_directories(host_dir);
+  std::string a = NewSandbox();
+  ASSERT_FALSE(a.empty());
+  // Root inside owns the overlay's root directory: it can put symlinks where a later fork
+  // will have its binds.
+  Root(a, "ln -s " + host_dir + " /cache && ln -s ../../../../../.." + host_dir + " /rel");
+  ASSERT_TRUE(rt().Checkpoint(a, dir_ + "/l").ok());
+  const size_t sandboxes = rt().List().size();
+  const size_t objects = rt().ListHostObjects().size();
+  for (const char* target : {"/cache", "/cache/sub", "/rel/x"}) {
+    auto r = rt().Create([&] {
+      runtime::SandboxSpec spec = DefaultSpec();
+      spec.layers = {dir_ + "/l"};
+      spec.binds = {{ws, target}};
+      return spec;
+    }());
+    ASSERT_FALSE(r.ok()) << target;
+    EXPECT_NE(r.status().message().find("bind target"), std::string::npos) << r.status().ToString();
+  }
+  EXPECT_TRUE(Listing(host_dir).empty());  // nothing was created through the links
+  EXPECT_TRUE(Listing(ws).empty());
+  EXPECT_EQ(rt().List().size(), sandboxes);
+  EXPECT_EQ(rt().ListHostObjects().size(), objects);
+}
+
 }  // namespace
 }  // namespace paddock::testing

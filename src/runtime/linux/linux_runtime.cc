@@ -193,33 +193,29 @@ class LayerCopier {
  public:
   LayerCopier(uid_t base, int dst_root) : base_(base), dst_root_(dst_root) {}
 
-  Status CopyTree(int src, int dst) { return CopyDir(src, dst, "", 0); }
+  // Consumes `src` (an open file description of its own: its readdir offset is used).
+  Status CopyTree(UniqueFd src, int dst) { return CopyDir(std::move(src), dst, "", 0); }
   const LayerStats& stats() const { return stats_; }
 
  private:
-  static constexpr int kMaxDepth = 1024;
+  // Each level holds two fds (source and copy) while below it: the depth is bounded so a
+  // sandbox's deep tree cannot exhaust the daemon's descriptors (or its stack).
+  static constexpr int kMaxDepth = 128;
 
   Status Fail(const std::string& what, const std::string& rel) {
     return ErrnoStatus("checkpoint: " + what + " /" + rel);
   }
 
-  Status CopyDir(int src, int dst, const std::string& rel, int depth) {
-    if (depth > kMaxDepth)
-      return Status(StatusCode::kResourceExhausted,
-                    "checkpoint: tree deeper than " + std::to_string(kMaxDepth) + " at /" + rel);
-    int dfd = ::openat(src, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0) return Fail("open dir", rel);
-    std::unique_ptr<DIR, int (*)(DIR*)> d(::fdopendir(dfd), ::closedir);
-    if (!d) {
-      ::close(dfd);
-      return Fail("read dir", rel);
-    }
+  Status CopyDir(UniqueFd src, int dst, const std::string& rel, int depth) {
+    std::unique_ptr<DIR, int (*)(DIR*)> d(::fdopendir(src.get()), ::closedir);
+    if (!d) return Fail("read dir", rel);
+    const int sfd = src.release();  // owned by `d` now
     errno = 0;
     while (dirent* de = ::readdir(d.get())) {
       const std::string name = de->d_name;
       if (name == "." || name == "..") continue;
       PADDOCK_RETURN_IF_ERROR(
-          CopyEntry(src, dst, name, rel.empty() ? name : rel + "/" + name, depth + 1));
+          CopyEntry(sfd, dst, name, rel.empty() ? name : rel + "/" + name, depth + 1));
       errno = 0;
     }
     if (errno != 0) return Fail("read dir", rel);
@@ -236,6 +232,9 @@ class LayerCopier {
     const mode_t perm = st.st_mode & 07777;
     const timespec times[2] = {st.st_atim, st.st_mtim};
     if (S_ISDIR(st.st_mode)) {
+      if (depth > kMaxDepth)
+        return Status(StatusCode::kResourceExhausted,
+                      "checkpoint: tree deeper than " + std::to_string(kMaxDepth) + " at /" + rel);
       UniqueFd s(::openat(src_dir, n, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
       if (!s) return Fail("open dir", rel);
       PADDOCK_RETURN_IF_ERROR(SameInode(s.get(), st, rel));
@@ -243,8 +242,10 @@ class LayerCopier {
       UniqueFd d(::openat(dst_dir, n, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
       if (!d) return Fail("open new dir", rel);
       ++stats_.files;
-      PADDOCK_RETURN_IF_ERROR(CopyDir(s.get(), d.get(), rel, depth));
-      return FinishFd(s.get(), d.get(), uid, gid, perm, times, rel);
+      PADDOCK_RETURN_IF_ERROR(CopyXattrs(s.get(), d.get(), rel));
+      PADDOCK_RETURN_IF_ERROR(CopyDir(std::move(s), d.get(), rel, depth));
+      // Times last: creating the children changed them.
+      return FinishFd(d.get(), uid, gid, perm, times, rel);
     }
     if (S_ISREG(st.st_mode)) {
       const std::pair<dev_t, ino_t> key{st.st_dev, st.st_ino};
@@ -263,7 +264,8 @@ class LayerCopier {
       PADDOCK_RETURN_IF_ERROR(CopyData(s.get(), d.get(), st.st_size, rel));
       ++stats_.files;
       if (st.st_nlink > 1) links_[key] = rel;
-      return FinishFd(s.get(), d.get(), uid, gid, perm, times, rel);
+      PADDOCK_RETURN_IF_ERROR(CopyXattrs(s.get(), d.get(), rel));
+      return FinishFd(d.get(), uid, gid, perm, times, rel);
     }
     if (S_ISLNK(st.st_mode)) {
       std::string target(static_cast<size_t>(std::min<off_t>(st.st_size, PATH_MAX)) + 1, '\0');
@@ -299,11 +301,10 @@ class LayerCopier {
     return Status::Ok();
   }
 
-  // xattrs, owner, mode (after chown, which clears set-id bits), then times (last: everything
-  // before changes them).
-  Status FinishFd(int src, int dst, uid_t uid, gid_t gid, mode_t perm, const timespec times[2],
+  // Owner, mode (after chown, which clears set-id bits), then times (last: everything before
+  // changes them).
+  Status FinishFd(int dst, uid_t uid, gid_t gid, mode_t perm, const timespec times[2],
                   const std::string& rel) {
-    PADDOCK_RETURN_IF_ERROR(CopyXattrs(src, dst, rel));
     if (::fchown(dst, uid, gid) < 0) return Fail("chown", rel);
     if (::fchmod(dst, perm) < 0) return Fail("chmod", rel);
     if (::futimens(dst, times) < 0) return Fail("set times", rel);
@@ -1444,7 +1445,7 @@ Result<LayerStats> LinuxRuntime::Checkpoint(const std::string& id, const std::st
       copied = ErrnoStatus("open " + parent + "/" + tmp);
     } else {
       LayerCopier copier(sb->slot.base(), troot.get());
-      copied = copier.CopyTree(upper.get(), troot.get());
+      copied = copier.CopyTree(std::move(upper), troot.get());
       stats = copier.stats();
       // The layer's root stays 0700 root: the merged root's attributes come from each
       // sandbox's own upper dir, and nothing below is reachable by other host users.
@@ -1480,6 +1481,9 @@ Result<LayerStats> LinuxRuntime::Checkpoint(const std::string& id, const std::st
 Result<std::vector<ChangedPath>> LinuxRuntime::ChangedPaths(const std::string& id, int max_depth,
                                                             size_t max_entries, bool* truncated) {
   if (max_depth < 1) return InvalidArgument("max_depth: must be >= 1");
+  // One fd and one stack frame per level: bounded whatever the caller asks, since the sandbox
+  // decides how deep its tree is. Deeper entries show as their ancestor at this depth anyway.
+  max_depth = std::min(max_depth, 128);
   bool trunc = false;
   if (truncated) *truncated = false;
   PADDOCK_ASSIGN_OR_RETURN(auto sb, impl_->FindLive(id));
@@ -1500,31 +1504,28 @@ Result<std::vector<ChangedPath>> LinuxRuntime::ChangedPaths(const std::string& i
     }
     return true;
   };
-  std::function<Status(int, const std::string&, int)> walk = [&](int dir, const std::string& prefix,
-                                                                 int depth) -> Status {
-    int dfd = ::openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0) return ErrnoStatus("open " + (prefix.empty() ? "/" : prefix));
-    std::unique_ptr<DIR, int (*)(DIR*)> d(::fdopendir(dfd), ::closedir);
-    if (!d) {
-      ::close(dfd);
-      return ErrnoStatus("read " + prefix);
-    }
+  // Consumes `dir` (its own open file description, whose readdir offset is used).
+  std::function<Status(UniqueFd, const std::string&, int)> walk =
+      [&](UniqueFd dir, const std::string& prefix, int depth) -> Status {
+    std::unique_ptr<DIR, int (*)(DIR*)> d(::fdopendir(dir.get()), ::closedir);
+    if (!d) return ErrnoStatus("read " + (prefix.empty() ? "/" : prefix));
+    const int dfd = dir.release();  // owned by `d` now
     while (dirent* de = ::readdir(d.get())) {
       const std::string name = de->d_name;
       if (name == "." || name == "..") continue;
       struct stat st;
-      if (::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) < 0) continue;  // gone
+      if (::fstatat(dfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) < 0) continue;  // gone
       const std::string path = prefix + "/" + name;
       if (!add(path, IsWhiteout(st))) continue;
       if (S_ISDIR(st.st_mode) && depth < max_depth) {
         UniqueFd child(
-            ::openat(dir, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-        if (child) PADDOCK_RETURN_IF_ERROR(walk(child.get(), path, depth + 1));
+            ::openat(dfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+        if (child) PADDOCK_RETURN_IF_ERROR(walk(std::move(child), path, depth + 1));
       }
     }
     return Status::Ok();
   };
-  PADDOCK_RETURN_IF_ERROR(walk(upper.get(), "", 1));
+  PADDOCK_RETURN_IF_ERROR(walk(std::move(upper), "", 1));
   std::vector<ChangedPath> out;
   out.reserve(found.size());
   for (const auto& [path, deleted] : found) out.push_back({path, deleted});
