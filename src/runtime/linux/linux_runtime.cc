@@ -25,7 +25,6 @@
 #include <map>
 #include <mutex>
 #include <random>
-#include <set>
 #include <shared_mutex>
 #include <thread>
 
