@@ -44,8 +44,8 @@ struct SandboxSpec {
   // Read-only layers stacked between the writable layer and the template, top first: host
   // directories made by Runtime::Checkpoint (a fork of a checkpoint passes its layer chain).
   std::vector<std::string> layers;
-  std::vector<BindMount>
-      binds;  // e.g. the session workspace at /workspace, the tenant cache at /cache
+  // e.g. the session workspace at /workspace, the tenant cache at /cache
+  std::vector<BindMount> binds;
 };
 
 enum class SandboxState { kRunning, kPaused, kDead };
