@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "planner/features.h"
+
 namespace paddock::api {
 
 nlohmann::json PlanOutcome::ToJson() const {
@@ -53,6 +55,19 @@ Status ApplyPlan(const PlanOutcome& plan, const PaddockConfig& config,
                   plan.intent.planner, plan.intent.resource_class, plan.intent.confidence,
                   d.clamped ? "adjusted to" : "approved", d.resource_class, first_reason);
   return Status::Ok();
+}
+
+std::vector<std::string> NeededCapabilities(const planner::PlanRequest& request) {
+  static const std::pair<const char*, const char*> kByTag[] = {
+      {"lang:python", "python"}, {"lang:javascript", "node"}, {"lang:c", "gcc"},
+      {"lang:java", "java"},     {"cap:browser", "browser"},
+  };
+  const planner::WorkloadFeatures f = planner::ExtractFeatures(request);
+  std::vector<std::string> out;
+  for (const auto& [tag, cap] : kByTag) {
+    if (f.Has(tag)) out.push_back(cap);
+  }
+  return out;
 }
 
 }  // namespace paddock::api

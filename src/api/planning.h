@@ -33,4 +33,8 @@ Result<PlanOutcome> PlanForTenant(const planner::PlannerStack& stack, registry::
 Status ApplyPlan(const PlanOutcome& plan, const PaddockConfig& config,
                  const std::string& request_id, lifecycle::CreateSandboxRequest* create);
 
+// The capabilities a task needs, from the planner's features ("python", "node", "gcc",
+// "java", "browser"): what the reuse check compares with a sandbox's environment.
+std::vector<std::string> NeededCapabilities(const planner::PlanRequest& request);
+
 }  // namespace paddock::api

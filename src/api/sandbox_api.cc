@@ -217,6 +217,7 @@ class Api {
   Status Register();
 
  private:
+  Status RegisterSessions();
   using Authed = std::function<void(const Principal&, const Request&, ResponseWriter&)>;
 
   // Wraps a handler with authentication and turns a thrown-away Status into a JSON error.
@@ -770,6 +771,292 @@ Status Api::Register() {
                                    {"time_ms", e.timestamp}});
                 }
                 w.Send(JsonResponse(200, {{"items", items}}));
+              })));
+  return RegisterSessions();
+}
+
+json SessionJson(const registry::SessionRecord& s) {
+  return {{"id", s.session_id},
+          {"tenant_id", s.tenant_id},
+          {"user_id", s.user_id},
+          {"workspace_id", s.workspace_id},
+          {"state", s.state},
+          {"sandbox_id", s.current_sandbox_id},
+          {"active_run_id", s.active_run_id},
+          {"run_count", s.run_count},
+          {"metadata", json::parse(s.metadata, nullptr, false)},
+          {"created_at_ms", s.created_at},
+          {"updated_at_ms", s.updated_at}};
+}
+
+json RunJson(const registry::RunRecord& r) {
+  return {{"id", r.run_id},
+          {"session_id", r.session_id},
+          {"seq", r.seq},
+          {"state", r.state},
+          {"request", json::parse(r.request, nullptr, false)},
+          {"result", json::parse(r.result, nullptr, false)},
+          {"sandbox_id", r.sandbox_id},
+          {"created_at_ms", r.created_at},
+          {"finished_at_ms", r.finished_at}};
+}
+
+json CheckpointJson(const registry::CheckpointRecord& c) {
+  auto manifest = json::parse(c.manifest, nullptr, false);
+  return {{"id", c.checkpoint_id},
+          {"session_id", c.session_id},
+          {"user_id", c.user_id},
+          {"task_id", c.task_id},
+          {"run_id", c.run_id},
+          {"sandbox_id", c.sandbox_id},
+          {"parent_checkpoint_id", c.parent_checkpoint_id},
+          {"template", c.template_id},
+          {"base_image_digest", c.base_image_digest},
+          {"runtime", c.runtime},
+          {"resource_class", c.resource_class},
+          {"workspace_version", c.workspace_version},
+          {"environment_fingerprint", c.environment_fingerprint},
+          {"layer_count", json::parse(c.layers, nullptr, false).size()},
+          {"files", c.files},
+          {"bytes", c.bytes},
+          {"runtime_snapshot_ref", c.runtime_snapshot_ref},
+          {"encryption_key_ref", c.encryption_key_ref},
+          {"data_classification", c.data_classification},
+          {"restore_policy", c.restore_policy},
+          {"manifest", manifest},
+          {"created_at_ms", c.created_at},
+          {"expires_at_ms", c.expires_at}};
+}
+
+Result<std::vector<std::string>> StringList(const json& j, const char* field, size_t max_items,
+                                            size_t max_bytes) {
+  std::vector<std::string> out;
+  if (!j.contains(field)) return out;
+  const json& v = j[field];
+  if (!v.is_array()) return InvalidArgument(std::string(field) + ": must be an array of strings");
+  if (v.size() > max_items) {
+    return InvalidArgument(std::string(field) + ": at most " + std::to_string(max_items));
+  }
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (!v[i].is_string() || v[i].get_ref<const std::string&>().size() > max_bytes) {
+      return InvalidArgument(std::string(field) + "[" + std::to_string(i) +
+                             "]: must be a string of at most " + std::to_string(max_bytes) +
+                             " bytes");
+    }
+    out.push_back(v[i].get<std::string>());
+  }
+  return out;
+}
+
+Status Api::RegisterSessions() {
+  HttpServer& s = *ctx_.server;
+  auto svc = [this](ResponseWriter& w) -> sessions::SessionService* {
+    if (!ctx_.sessions) SendStatus(w, Unimplemented("sessions are not enabled"));
+    return ctx_.sessions;
+  };
+
+  PADDOCK_RETURN_IF_ERROR(
+      s.Route("POST", "/v1/sessions",
+              WithAuth([this, svc](const Principal& who, const Request& req, ResponseWriter& w) {
+                auto* sessions = svc(w);
+                if (!sessions) return;
+                auto body = ParseBody(req);
+                if (!body.ok()) return SendStatus(w, body.status());
+                const json& b = *body;
+                for (const auto& [k, v] : b.items()) {
+                  if (k != "user_id" && k != "metadata")
+                    return SendStatus(w, InvalidArgument(k + ": unknown field"));
+                }
+                sessions::CreateSessionRequest cr;
+                auto user = OptString(b, "user_id", 128);
+                if (!user.ok()) return SendStatus(w, user.status());
+                if (*user) cr.user_id = **user;
+                if (b.contains("metadata")) {
+                  if (!b["metadata"].is_object())
+                    return SendStatus(w, InvalidArgument("metadata: must be an object"));
+                  cr.metadata_json = b["metadata"].dump();
+                  if (cr.metadata_json.size() > 16384)
+                    return SendStatus(w, InvalidArgument("metadata: too large"));
+                }
+                auto session = sessions->CreateSession(who, cr);
+                if (!session.ok()) return SendStatus(w, session.status());
+                w.Send(JsonResponse(201, SessionJson(*session)));
+              })));
+
+  PADDOCK_RETURN_IF_ERROR(
+      s.Route("GET", "/v1/sessions",
+              WithAuth([svc](const Principal& who, const Request& req, ResponseWriter& w) {
+                auto* sessions = svc(w);
+                if (!sessions) return;
+                auto limit = QueryInt(req, "limit", 100, 1, 1000);
+                if (!limit.ok()) return SendStatus(w, limit.status());
+                auto list = sessions->ListSessions(who, static_cast<int>(*limit));
+                if (!list.ok()) return SendStatus(w, list.status());
+                json items = json::array();
+                for (const auto& r : *list) items.push_back(SessionJson(r));
+                w.Send(JsonResponse(200, {{"items", items}}));
+              })));
+
+  PADDOCK_RETURN_IF_ERROR(
+      s.Route("GET", "/v1/sessions/{id}",
+              WithAuth([svc](const Principal& who, const Request& req, ResponseWriter& w) {
+                auto* sessions = svc(w);
+                if (!sessions) return;
+                auto session = sessions->GetSession(who, req.Param("id"));
+                if (!session.ok()) return SendStatus(w, session.status());
+                w.Send(JsonResponse(200, SessionJson(*session)));
+              })));
+
+  PADDOCK_RETURN_IF_ERROR(s.Route(
+      "DELETE", "/v1/sessions/{id}",
+      WithAuth([svc](const Principal& who, const Request& req, ResponseWriter& w) {
+        auto* sessions = svc(w);
+        if (!sessions) return;
+        auto purge = QueryInt(req, "purge", 0, 0, 1);
+        if (!purge.ok()) return SendStatus(w, purge.status());
+        Status st = sessions->CloseSession(who, req.Param("id"), *purge == 1, req.request_id);
+        if (!st.ok()) return SendStatus(w, st);
+        auto session = sessions->GetSession(who, req.Param("id"));
+        if (!session.ok()) return SendStatus(w, session.status());
+        w.Send(JsonResponse(200, SessionJson(*session)));
+      })));
+
+  // A run: planner → guard → reuse check → lease → commands → manifest → checkpoint.
+  PADDOCK_RETURN_IF_ERROR(s.Route(
+      "POST", "/v1/sessions/{id}/runs",
+      WithAuth([this, svc](const Principal& who, const Request& req, ResponseWriter& w) {
+        auto* sessions = svc(w);
+        if (!sessions) return;
+        auto body = ParseBody(req);
+        if (!body.ok()) return SendStatus(w, body.status());
+        const json& b = *body;
+        for (const auto& [k, v] : b.items()) {
+          if (k != "task" && k != "plan" && k != "commands" && k != "capabilities" &&
+              k != "requires" && k != "checkpoint" && k != "class")
+            return SendStatus(w, InvalidArgument(k + ": unknown field"));
+        }
+        sessions::RunRequest run;
+        auto task = OptString(b, "task", 64 * 1024);
+        if (!task.ok()) return SendStatus(w, task.status());
+        run.task = task->value_or("");
+        auto plan = StringList(b, "plan", 200, 8192);
+        if (!plan.ok()) return SendStatus(w, plan.status());
+        run.plan = *plan;
+        auto commands = StringList(b, "commands", 100, 64 * 1024);
+        if (!commands.ok()) return SendStatus(w, commands.status());
+        run.commands = *commands;
+        if (run.commands.empty())
+          return SendStatus(w, InvalidArgument("commands: at least one command is required"));
+        auto caps = StringList(b, "capabilities", 32, 64);
+        if (!caps.ok()) return SendStatus(w, caps.status());
+        run.capabilities = *caps;
+        if (b.contains("requires")) {
+          const json& r = b["requires"];
+          if (!r.is_object()) return SendStatus(w, InvalidArgument("requires: must be an object"));
+          for (const auto& [k, v] : r.items()) {
+            if (k != "python" && k != "node")
+              return SendStatus(w, InvalidArgument("requires." + k + ": unknown ecosystem"));
+          }
+          auto py = StringList(r, "python", 200, 256);
+          if (!py.ok()) return SendStatus(w, InvalidArgument("requires." + py.status().message()));
+          run.requires_python = *py;
+          auto node = StringList(r, "node", 200, 256);
+          if (!node.ok())
+            return SendStatus(w, InvalidArgument("requires." + node.status().message()));
+          run.requires_node = *node;
+        }
+        if (b.contains("checkpoint")) {
+          if (!b["checkpoint"].is_boolean())
+            return SendStatus(w, InvalidArgument("checkpoint: must be a boolean"));
+          run.checkpoint = b["checkpoint"].get<bool>();
+        }
+        run.task_id = req.request_id;
+
+        // Sizing: a class named by the caller, or the planner and the policy guard.
+        sessions::PlannedSandbox planned;
+        auto cls = OptString(b, "class", 64);
+        if (!cls.ok()) return SendStatus(w, cls.status());
+        json plan_request = {
+            {"task", run.task}, {"plan_steps", run.plan}, {"commands", run.commands}};
+        if (*cls) {
+          planned.create.resource_class = **cls;
+        } else {
+          if (!ctx_.planner) return SendStatus(w, Unimplemented("no planner configured"));
+          auto outcome = PlanForTenant(*ctx_.planner, *ctx_.store, who, plan_request, "");
+          if (!outcome.ok()) return SendStatus(w, outcome.status());
+          if (Status st =
+                  ApplyPlan(*outcome, ctx_.manager->config(), req.request_id, &planned.create);
+              !st.ok())
+            return SendStatus(w, st);
+          planned.plan = outcome->ToJson();
+          planned.network_profile = outcome->decision.network_profile;
+        }
+        const ResourceClass* rc = ctx_.manager->config().FindClass(planned.create.resource_class);
+        if (!rc) return SendStatus(w, InvalidArgument("class: unknown resource class"));
+        if (planned.create.template_name.empty()) planned.create.template_name = rc->template_name;
+        planned.runtime = rc->runtime;
+        if (auto parsed = planner::PlanRequestFromJson(plan_request, ""); parsed.ok()) {
+          for (const std::string& c : NeededCapabilities(*parsed)) {
+            if (std::find(run.capabilities.begin(), run.capabilities.end(), c) ==
+                run.capabilities.end())
+              run.capabilities.push_back(c);
+          }
+        }
+        auto result = sessions->Run(who, req.Param("id"), run, planned, req.request_id);
+        if (!result.ok()) return SendStatus(w, result.status());
+        w.Send(JsonResponse(201, RunJson(*result)));
+      })));
+
+  PADDOCK_RETURN_IF_ERROR(
+      s.Route("GET", "/v1/sessions/{id}/runs",
+              WithAuth([svc](const Principal& who, const Request& req, ResponseWriter& w) {
+                auto* sessions = svc(w);
+                if (!sessions) return;
+                auto limit = QueryInt(req, "limit", 100, 1, 1000);
+                if (!limit.ok()) return SendStatus(w, limit.status());
+                auto runs = sessions->ListRuns(who, req.Param("id"), static_cast<int>(*limit));
+                if (!runs.ok()) return SendStatus(w, runs.status());
+                json items = json::array();
+                for (const auto& r : *runs) items.push_back(RunJson(r));
+                w.Send(JsonResponse(200, {{"items", items}}));
+              })));
+
+  PADDOCK_RETURN_IF_ERROR(
+      s.Route("GET", "/v1/runs/{id}",
+              WithAuth([svc](const Principal& who, const Request& req, ResponseWriter& w) {
+                auto* sessions = svc(w);
+                if (!sessions) return;
+                auto run = sessions->GetRun(who, req.Param("id"));
+                if (!run.ok()) return SendStatus(w, run.status());
+                w.Send(JsonResponse(200, RunJson(*run)));
+              })));
+
+  PADDOCK_RETURN_IF_ERROR(
+      s.Route("GET", "/v1/sessions/{id}/checkpoints",
+              WithAuth([svc](const Principal& who, const Request& req, ResponseWriter& w) {
+                auto* sessions = svc(w);
+                if (!sessions) return;
+                auto list = sessions->ListCheckpoints(who, req.Param("id"));
+                if (!list.ok()) return SendStatus(w, list.status());
+                json items = json::array();
+                for (const auto& c : *list) items.push_back(CheckpointJson(c));
+                w.Send(JsonResponse(200, {{"items", items}}));
+              })));
+
+  PADDOCK_RETURN_IF_ERROR(
+      s.Route("POST", "/v1/sessions/{id}/fork",
+              WithAuth([svc](const Principal& who, const Request& req, ResponseWriter& w) {
+                auto* sessions = svc(w);
+                if (!sessions) return;
+                auto body = ParseBody(req);
+                if (!body.ok()) return SendStatus(w, body.status());
+                auto ck = OptString(*body, "checkpoint_id", 128);
+                if (!ck.ok()) return SendStatus(w, ck.status());
+                if (!*ck || (*ck)->empty())
+                  return SendStatus(w, InvalidArgument("checkpoint_id: required"));
+                auto sandbox = sessions->Fork(who, req.Param("id"), **ck, req.request_id);
+                if (!sandbox.ok()) return SendStatus(w, sandbox.status());
+                w.Send(JsonResponse(201, SandboxJson(*sandbox)));
               })));
   return Status::Ok();
 }

@@ -11,6 +11,7 @@
 #include "lifecycle/sandbox_manager.h"
 #include "planner/planner_stack.h"
 #include "registry/store.h"
+#include "sessions/session_service.h"
 
 namespace paddock::api {
 
@@ -26,6 +27,8 @@ struct ApiContext {
   // Resource planner and policy guard for creates that describe a task instead of naming a
   // class, and for POST /v1/plan. Null: those answer 501.
   const planner::PlannerStack* planner = nullptr;
+  // Sessions and runs (/v1/sessions...). Null: those answer 501.
+  sessions::SessionService* sessions = nullptr;
   // Readiness: true once the start-up reconciliation has finished.
   std::function<bool()> ready;
 };

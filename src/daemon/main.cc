@@ -14,6 +14,8 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -34,6 +36,7 @@
 #include "registry/sqlite/sqlite_store.h"
 #include "runtime/linux/linux_runtime.h"
 #include "runtime/linux/template_store.h"
+#include "sessions/session_service.h"
 
 namespace {
 
@@ -193,6 +196,36 @@ int Serve(const std::string& data_dir_flag, const std::string& state_dir_flag,
     std::fprintf(stderr, "paddockd: reconciled %d sandbox(es) at start-up\n", repaired);
   manager.StartBackground(cfg.lifecycle.reconcile_interval);
 
+  // Sessions: durable workspaces, runs and checkpoints under <data>/sessions.
+  if (auto failed = (*store)->FailInterruptedRuns(clock.NowMs()); failed.ok() && !failed->empty())
+    std::fprintf(stderr, "paddockd: %zu run(s) interrupted by the last stop marked failed\n",
+                 failed->size());
+  linux::TemplateStore session_templates(cfg.data_dir + "/templates");
+  paddock::sessions::TemplateCatalog catalog =
+      [&session_templates](
+          const std::string& name) -> paddock::Result<paddock::sessions::TemplateFacts> {
+    PADDOCK_ASSIGN_OR_RETURN(linux::TemplateManifest m, session_templates.Get(name));
+    paddock::sessions::TemplateFacts f;
+    f.digest = m.digest;
+    f.runtimes = m.runtimes;
+    f.capabilities = m.capabilities;
+    // A template with a browser binary serves browser work (the planner's cap:browser).
+    if (std::find(f.capabilities.begin(), f.capabilities.end(), "chromium") != f.capabilities.end())
+      f.capabilities.push_back("browser");
+    return f;
+  };
+  paddock::sessions::SessionService sessions(**store, manager, **rt,
+                                             paddock::sessions::StorageLayout(cfg.data_dir),
+                                             catalog, paddock::sessions::SessionConfig{}, clock);
+  std::atomic<bool> stopping{false};
+  std::thread checkpoint_expiry([&] {
+    while (!stopping.load()) {
+      sessions.ExpireCheckpointsOnce();
+      for (int i = 0; i < 60 && !stopping.load(); ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    }
+  });
+
   paddock::api::MetricsRegistry metrics;
   paddock::api::HttpServerOptions hopts;
   hopts.address = cfg.server.listen_address;
@@ -209,6 +242,7 @@ int Serve(const std::string& data_dir_flag, const std::string& state_dir_flag,
   ctx.metrics = &metrics;
   ctx.clock = &clock;
   ctx.planner = &planner;
+  ctx.sessions = &sessions;
   ctx.ready = [] { return true; };
   auto api = paddock::api::SandboxApi::Create(ctx);
   if (!api.ok()) return Fail(api.status());
@@ -221,6 +255,8 @@ int Serve(const std::string& data_dir_flag, const std::string& state_dir_flag,
   sigwait(&sigs, &sig);
   std::fprintf(stderr, "paddockd: signal %d, shutting down\n", sig);
   server.Stop(std::chrono::seconds(10));
+  stopping.store(true);
+  checkpoint_expiry.join();
   manager.StopBackground();
   return 0;
 }

@@ -105,7 +105,52 @@ runtime::SandboxSpec SandboxManager::SpecFor(const SandboxRecord& rec) const {
   }
   // The sandbox's env is not baked into the runtime object: it is merged into each exec (see
   // Exec), so a warm sandbox created before its tenant was known can carry the tenant's env.
+  // Storage was validated when the record was written; a row that no longer parses gets no
+  // mounts and the runtime create fails on the missing workspace rather than guessing.
+  (void)ParseSandboxStorage(rec.storage, &spec.layers, &spec.binds);
   return spec;
+}
+
+std::string SandboxStorageJson(const std::vector<std::string>& layers,
+                               const std::vector<runtime::BindMount>& binds) {
+  nlohmann::json j = nlohmann::json::object();
+  if (!layers.empty()) j["layers"] = layers;
+  if (!binds.empty()) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const runtime::BindMount& b : binds) {
+      list.push_back(
+          {{"host_path", b.host_path}, {"target", b.target}, {"read_only", b.read_only}});
+    }
+    j["binds"] = std::move(list);
+  }
+  return j.dump();
+}
+
+Status ParseSandboxStorage(const std::string& json, std::vector<std::string>* layers,
+                           std::vector<runtime::BindMount>* binds) {
+  layers->clear();
+  binds->clear();
+  auto j = nlohmann::json::parse(json.empty() ? "{}" : json, nullptr, false);
+  if (!j.is_object()) return InvalidArgument("sandbox storage: not a JSON object");
+  if (auto it = j.find("layers"); it != j.end()) {
+    if (!it->is_array()) return InvalidArgument("sandbox storage: layers must be an array");
+    for (const auto& l : *it) {
+      if (!l.is_string()) return InvalidArgument("sandbox storage: a layer is not a string");
+      layers->push_back(l.get<std::string>());
+    }
+  }
+  if (auto it = j.find("binds"); it != j.end()) {
+    if (!it->is_array()) return InvalidArgument("sandbox storage: binds must be an array");
+    for (const auto& b : *it) {
+      if (!b.is_object() || !b.value("host_path", nlohmann::json()).is_string() ||
+          !b.value("target", nlohmann::json()).is_string()) {
+        return InvalidArgument("sandbox storage: a bind needs host_path and target strings");
+      }
+      binds->push_back({b["host_path"].get<std::string>(), b["target"].get<std::string>(),
+                        b.value("read_only", false)});
+    }
+  }
+  return Status::Ok();
 }
 
 Result<SandboxRecord> SandboxManager::Create(const Principal& who, const CreateSandboxRequest& req,
@@ -168,10 +213,12 @@ Result<SandboxRecord> SandboxManager::CreateImpl(const Principal& who,
   for (const auto& [k, v] : req.env) env[k] = v;
   rec.env = env.dump();
   rec.plan = req.plan_json.empty() ? "{}" : req.plan_json;
+  rec.storage = SandboxStorageJson(req.layers, req.binds);
   // A warm sandbox is the runtime object this request would get anyway when the request asks
   // for the class as it is (POOL-2); its tenant, session, env and lifetime are bound now.
   const bool pool_can_serve = !req.cpus && !req.memory_bytes && !req.disk_bytes && !req.pids &&
-                              rec.template_id == cls->template_name;
+                              rec.template_id == cls->template_name && req.layers.empty() &&
+                              req.binds.empty();
   if (pool_can_serve) {
     auto claimed = ClaimFromPool(who, *cls, rec, req.plan_summary, request_id);
     if (claimed.ok()) {

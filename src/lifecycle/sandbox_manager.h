@@ -53,7 +53,18 @@ struct CreateSandboxRequest {
   // sandbox and copied into each lease's allocation record. "" = sized by the caller.
   std::string plan_json;
   std::string plan_summary;  // one line for the sandbox's "plan" event
+  // Storage beyond the template (sessions): checkpoint layers to stack the sandbox on (a fork,
+  // top first) and host directories to mount (the session workspace, the tenant cache). Such a
+  // sandbox is always provisioned, never taken from a warm pool: mounts are made at creation.
+  std::vector<std::string> layers;
+  std::vector<runtime::BindMount> binds;
 };
+
+// SandboxRecord::storage <-> layers and binds.
+std::string SandboxStorageJson(const std::vector<std::string>& layers,
+                               const std::vector<runtime::BindMount>& binds);
+Status ParseSandboxStorage(const std::string& json, std::vector<std::string>* layers,
+                           std::vector<runtime::BindMount>* binds);
 
 // What happens to a sandbox when its lease is released (LC-3).
 enum class RecycleMode {

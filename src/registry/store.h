@@ -74,6 +74,9 @@ struct SandboxRecord {
   // How the sandbox was sized: the planner's intent and the policy guard's decision (JSON
   // object; "{}" when the caller named a class itself).
   std::string plan = "{}";
+  // What the sandbox mounts besides its template (JSON object): {"layers": [host dirs, top
+  // first], "binds": [{"host_path", "target", "read_only"}]}. "{}" = nothing.
+  std::string storage = "{}";
 
   bool operator==(const SandboxRecord&) const = default;
 };
@@ -224,7 +227,9 @@ struct CheckpointRecord {
   std::string encryption_key_ref;    // "" = not encrypted at rest
   std::string data_classification = "internal";
   std::string restore_policy = "same_session";  // who may restore: "same_session" | "same_user"
-  std::string state = "ready";                  // "ready" | "deleted"
+  std::string network_profile = "none";         // the security context it was taken under
+  std::string secret_scope;
+  std::string state = "ready";  // "ready" | "deleted"
   int64_t created_at = 0;
   int64_t expires_at = 0;  // 0 = never
 

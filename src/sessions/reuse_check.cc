@@ -1104,6 +1104,10 @@ CheckpointChoice BestCheckpoint(const RunNeeds& needs, const std::vector<Require
       reject(c, "another resource class");
       continue;
     }
+    if (c.network_profile != needs.network_profile || c.secret_scope != needs.secret_scope) {
+      reject(c, "taken under another security context");
+      continue;
+    }
     if (!c.manifest || c.manifest->truncated) {
       reject(c, "environment unknown (no complete manifest)");
       continue;
@@ -1326,16 +1330,6 @@ ReuseDecision CheckReuse(const RunNeeds& needs, const std::optional<SandboxFacts
     return fork_or_new("unknown_environment");
   }
   const EnvironmentManifest& m = *s.manifest;
-  // A trust boundary, checked before any compatibility question.
-  if (s.network_profile != needs.network_profile || s.secret_scope != needs.secret_scope) {
-    return never(
-        "security_context_mismatch",
-        fmt::format("security context (network {}, secrets {}) -> (network {}, secrets {}): "
-                    "never reused, and no checkpoint taken under it is forked",
-                    Show(s.network_profile), Show(s.secret_scope), Show(needs.network_profile),
-                    Show(needs.secret_scope)),
-        false);
-  }
   // What the run needs the sandbox to BE comes first: when a browser run meets a Python
   // sandbox, the class and template differ too, but as a consequence (seed 7.7 turn 3).
   if (std::vector<std::string> caps = MissingCapabilities(needs.capabilities, m); !caps.empty()) {
@@ -1343,6 +1337,16 @@ ReuseDecision CheckReuse(const RunNeeds& needs, const std::optional<SandboxFacts
         fmt::format("sandbox {} lacks capabilities {} (has {}): a different runtime is needed", sb,
                     Join(caps), m.capabilities.empty() ? "none" : Join(m.capabilities)));
     return fork_or_new("runtime_capability_mismatch");
+  }
+  // A trust boundary: the sandbox is never reused under another security context; only a
+  // checkpoint taken under the run's own context may be forked (BestCheckpoint checks).
+  if (s.network_profile != needs.network_profile || s.secret_scope != needs.secret_scope) {
+    d.reasons.push_back(
+        fmt::format("security context (network {}, secrets {}) -> (network {}, secrets {}): "
+                    "never reused",
+                    Show(s.network_profile), Show(s.secret_scope), Show(needs.network_profile),
+                    Show(needs.secret_scope)));
+    return fork_or_new("security_context_mismatch");
   }
 
   if (s.runtime != needs.runtime) {

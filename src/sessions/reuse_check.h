@@ -119,6 +119,9 @@ struct SandboxFacts {  // the session's current sandbox, as the registry and run
 struct CheckpointFacts {  // a checkpoint of this session that could be forked
   std::string checkpoint_id, tenant_id, user_id, session_id;
   std::string runtime, template_name, template_digest, resource_class;
+  // The security context the checkpoint was taken under: only a run with the same one may
+  // fork it (files fetched with broader network or other secrets stay out of its reach).
+  std::string network_profile, secret_scope;
   std::optional<EnvironmentManifest> manifest;   // none: never forked (nothing proven)
   int64_t created_at_ms = 0, expires_at_ms = 0;  // 0 = never expires
 };

@@ -216,6 +216,14 @@ CREATE INDEX checkpoint_expiring ON checkpoint(expires_at) WHERE state = 'ready'
 ALTER TABLE sandbox_environment ADD COLUMN manifest TEXT NOT NULL DEFAULT '{}'
   CHECK (json_valid(manifest));
 )sql"},
+    // What a sandbox mounts besides its template: checkpoint layers (a fork) and binds (the
+    // session workspace, the tenant cache), so a soft reset or a restart recreates it as it was.
+    {7, "sandbox storage", R"sql(
+ALTER TABLE sandbox_instance ADD COLUMN storage TEXT NOT NULL DEFAULT '{}'
+  CHECK (json_valid(storage));
+ALTER TABLE checkpoint ADD COLUMN network_profile TEXT NOT NULL DEFAULT 'none';
+ALTER TABLE checkpoint ADD COLUMN secret_scope TEXT NOT NULL DEFAULT '';
+)sql"},
 };
 
 constexpr int kBusyTimeoutMs = 5000;
@@ -445,7 +453,7 @@ ApiKeyRecord ReadApiKey(const sqlite_internal::Statement& s) {
   "sandbox_id, tenant_id, user_id, session_id, runtime_provider, runtime_instance_id, " \
   "resource_class, template_id, cpus, memory_mb, disk_mb, pids, state, state_reason, "  \
   "created_at, last_active_at, expires_at, idle_timeout_ms, expiry_action, version, "   \
-  "tainted, lease_counter, pool, metadata, env, plan"
+  "tainted, lease_counter, pool, metadata, env, plan, storage"
 
 SandboxRecord ReadSandbox(const sqlite_internal::Statement& s) {
   SandboxRecord r;
@@ -475,6 +483,7 @@ SandboxRecord ReadSandbox(const sqlite_internal::Statement& s) {
   r.metadata = s.Text(23);
   r.env = s.Text(24);
   r.plan = s.Text(25);
+  r.storage = s.Text(26);
   return r;
 }
 
@@ -802,13 +811,13 @@ Status SqliteStore::InsertSandbox(const SandboxRecord& r) {
   PADDOCK_ASSIGN_OR_RETURN(
       Stmt s, Prepare(op, "INSERT INTO sandbox_instance (" PADDOCK_SANDBOX_COLUMNS
                           ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, "
-                          "?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26)"));
-  PADDOCK_RETURN_IF_ERROR(
-      s.Bind(r.sandbox_id, r.tenant_id, r.user_id, r.session_id, r.runtime_provider,
-             r.runtime_instance_id, r.resource_class, r.template_id, r.cpus, r.memory_mb, r.disk_mb,
-             r.pids, r.state, r.state_reason, r.created_at, r.last_active_at, r.expires_at,
-             r.idle_timeout_ms, r.expiry_action, int64_t{1}, r.tainted, int64_t{0}, r.pool,
-             JsonOrEmptyObject(r.metadata), JsonOrEmptyObject(r.env), JsonOrEmptyObject(r.plan)));
+                          "?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27)"));
+  PADDOCK_RETURN_IF_ERROR(s.Bind(
+      r.sandbox_id, r.tenant_id, r.user_id, r.session_id, r.runtime_provider, r.runtime_instance_id,
+      r.resource_class, r.template_id, r.cpus, r.memory_mb, r.disk_mb, r.pids, r.state,
+      r.state_reason, r.created_at, r.last_active_at, r.expires_at, r.idle_timeout_ms,
+      r.expiry_action, int64_t{1}, r.tainted, int64_t{0}, r.pool, JsonOrEmptyObject(r.metadata),
+      JsonOrEmptyObject(r.env), JsonOrEmptyObject(r.plan), JsonOrEmptyObject(r.storage)));
   return s.Run();
 }
 
@@ -889,14 +898,15 @@ Result<int64_t> SqliteStore::UpdateSandbox(const SandboxRecord& r) {
                         "template_id = ?7, cpus = ?8, memory_mb = ?9, disk_mb = ?10, pids = ?11, "
                         "state = ?12, state_reason = ?13, last_active_at = ?14, expires_at = ?15, "
                         "idle_timeout_ms = ?16, expiry_action = ?17, tainted = ?18, pool = ?19, "
-                        "metadata = ?20, env = ?21, plan = ?23, version = version + 1 "
+                        "metadata = ?20, env = ?21, plan = ?23, storage = ?24, "
+                        "version = version + 1 "
                         "WHERE sandbox_id = ?1 AND version = ?22 RETURNING version"));
     PADDOCK_RETURN_IF_ERROR(
         s.Bind(r.sandbox_id, r.user_id, r.session_id, r.runtime_provider, r.runtime_instance_id,
                r.resource_class, r.template_id, r.cpus, r.memory_mb, r.disk_mb, r.pids, r.state,
                r.state_reason, r.last_active_at, r.expires_at, r.idle_timeout_ms, r.expiry_action,
                r.tainted, r.pool, JsonOrEmptyObject(r.metadata), JsonOrEmptyObject(r.env),
-               r.version, JsonOrEmptyObject(r.plan)));
+               r.version, JsonOrEmptyObject(r.plan), JsonOrEmptyObject(r.storage)));
     PADDOCK_ASSIGN_OR_RETURN(bool row, s.Step());
     if (row) new_version = s.Int(0);
   }
@@ -1342,7 +1352,8 @@ namespace paddock::registry {
   "parent_checkpoint_id, layers, template_id, base_image_digest, runtime, resource_class, " \
   "workspace_version, manifest, environment_fingerprint, files, bytes, "                    \
   "runtime_snapshot_ref, artifact_refs, log_range, encryption_key_ref, "                    \
-  "data_classification, restore_policy, state, created_at, expires_at"
+  "data_classification, restore_policy, state, created_at, expires_at, network_profile, "   \
+  "secret_scope"
 
 namespace {
 
@@ -1407,6 +1418,8 @@ CheckpointRecord ReadCheckpoint(const sqlite_internal::Statement& s) {
   c.state = s.Text(24);
   c.created_at = s.Int(25);
   c.expires_at = s.Int(26);
+  c.network_profile = s.Text(27);
+  c.secret_scope = s.Text(28);
   return c;
 }
 
@@ -1629,14 +1642,16 @@ Status SqliteStore::InsertCheckpoint(const CheckpointRecord& c) {
   PADDOCK_ASSIGN_OR_RETURN(
       Stmt s, Prepare(op, "INSERT INTO checkpoint (" PADDOCK_CHECKPOINT_COLUMNS
                           ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, "
-                          "?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27)"));
+                          "?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, "
+                          "?29)"));
   PADDOCK_RETURN_IF_ERROR(s.Bind(
       c.checkpoint_id, c.tenant_id, c.user_id, c.session_id, c.task_id, c.run_id, c.sandbox_id,
       c.parent_checkpoint_id, JsonOrEmptyArray(c.layers), c.template_id, c.base_image_digest,
       c.runtime, c.resource_class, c.workspace_version, JsonOrEmptyObject(c.manifest),
       c.environment_fingerprint, c.files, c.bytes, c.runtime_snapshot_ref,
       JsonOrEmptyArray(c.artifact_refs), JsonOrEmptyObject(c.log_range), c.encryption_key_ref,
-      c.data_classification, c.restore_policy, c.state, c.created_at, c.expires_at));
+      c.data_classification, c.restore_policy, c.state, c.created_at, c.expires_at,
+      c.network_profile, c.secret_scope));
   return s.Run();
 }
 

@@ -220,6 +220,7 @@ TEST_F(SqliteStoreTest, SandboxRoundTripsEveryField) {
   r.metadata = R"({"purpose":"test","n":[1,2]})";
   r.env = R"({"LANG":"C.UTF-8"})";
   r.plan = R"({"decision":{"resource_class":"python-small"}})";
+  r.storage = R"({"layers":["/var/lib/paddock/sessions/checkpoints/ck-1/layer"]})";
   Insert(r);
 
   auto got = store_->GetSandbox("sb-full");
@@ -957,6 +958,7 @@ TEST_F(SqliteStoreTest, MigrationTwoUpgradesAVersionOneDatabase) {
       "ALTER TABLE sandbox_allocation DROP COLUMN command_signature;"
       "DROP TABLE session_run; DROP TABLE session; DROP TABLE checkpoint;"
       "ALTER TABLE sandbox_environment DROP COLUMN manifest;"
+      "ALTER TABLE sandbox_instance DROP COLUMN storage;"
       "DELETE FROM schema_migrations WHERE version >= 2;";
   char* err = nullptr;
   ASSERT_EQ(sqlite3_exec(db, downgrade, nullptr, nullptr, &err), SQLITE_OK) << (err ? err : "");

@@ -80,6 +80,8 @@ CheckpointFacts Checkpoint(std::string id, EnvironmentManifest m, int64_t create
   c.template_name = "python-ds";
   c.template_digest = "sha256:aaa";
   c.resource_class = "python-small";
+  c.network_profile = "none";
+  c.secret_scope = "session:s1";
   c.manifest = std::move(m);
   c.created_at_ms = created_at_ms;
   return c;
@@ -396,16 +398,27 @@ TEST(ReuseCheckBoundary, TemplateNameOrDigestChangedNever) {
   EXPECT_EQ(d.reason, "template_changed");
 }
 
-TEST(ReuseCheckBoundary, SecurityContextMismatchNeverAndNoCheckpoint) {
+// The sandbox is never reused under another security context, and a checkpoint taken under
+// another context than the run's is never forked; one taken under the run's own context is.
+TEST(ReuseCheckBoundary, SecurityContextMismatchNeverReusedOnlySameContextCheckpoint) {
   RunNeeds needs = Needs();
   needs.network_profile = "egress-open";
-  ReuseDecision d = Check(needs, Sandbox(), {Perfect()});
+  ReuseDecision d = Check(needs, Sandbox(), {Perfect()});  // Perfect(): network "none"
   EXPECT_EQ(d.action, ReuseAction::kNewSandbox) << Dump(d);
   EXPECT_EQ(d.reason, "security_context_mismatch");
   needs = Needs();
   needs.secret_scope = "tenant:t1";
   d = Check(needs, Sandbox(), {Perfect()});
   EXPECT_EQ(d.action, ReuseAction::kNewSandbox) << Dump(d);
+  EXPECT_EQ(d.reason, "security_context_mismatch");
+
+  CheckpointFacts same_context = Perfect("ck-same-context");
+  same_context.network_profile = "egress-open";
+  needs = Needs();
+  needs.network_profile = "egress-open";
+  d = Check(needs, Sandbox(), {Perfect(), same_context});
+  EXPECT_EQ(d.action, ReuseAction::kForkCheckpoint) << Dump(d);
+  EXPECT_EQ(d.checkpoint_id, same_context.checkpoint_id);
   EXPECT_EQ(d.reason, "security_context_mismatch");
 }
 
