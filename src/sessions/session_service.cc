@@ -125,7 +125,9 @@ Result<SessionRecord> SessionService::CreateSession(const lifecycle::Principal& 
   SessionRecord s;
   s.session_id = "ss-" + RandomHex(8);
   s.tenant_id = who.tenant_id;
-  s.user_id = req.user_id;
+  // The reuse check never treats two empty ids as the same user: a session created without a
+  // user belongs to the tenant's "default" user.
+  s.user_id = req.user_id.empty() ? "default" : req.user_id;
   s.workspace_id = "ws-" + s.session_id.substr(3);
   s.metadata = req.metadata_json.empty() ? "{}" : req.metadata_json;
   s.created_at = s.updated_at = clock_.NowMs();
@@ -669,8 +671,10 @@ Status SessionService::ExecuteRun(RunContext& ctx) {
                     {"wall_seconds", r.wall_seconds}};
       if (out_cut || err_cut) entry["truncated"] = true;
       ctx.commands.push_back(std::move(entry));
-      if (r.signal == SIGSYS) {
-        // A seccomp kill: the sandbox tried what policy forbids. Tainted → hard destroy.
+      // A seccomp kill — of the command, or of a child the shell reports as 128 + SIGSYS
+      // (a sandbox faking that status only gets its own sandbox destroyed). The sandbox tried
+      // what policy forbids: tainted → hard destroy (LC-3), never reused.
+      if (r.signal == SIGSYS || r.ShellStatus() == 128 + SIGSYS) {
         log["tainted"] = "seccomp kill (SIGSYS) in: " + command.substr(0, 200);
         ctx.commands_ok = false;
         release(lifecycle::RecycleMode::kDestroy);

@@ -49,7 +49,7 @@ struct SessionConfig {
 };
 
 struct CreateSessionRequest {
-  std::string user_id;
+  std::string user_id;  // "" = "default"
   std::string metadata_json = "{}";
 };
 

@@ -257,5 +257,64 @@ TEST_F(SessionTest, SessionsAreTenantBoundAndRunOneAtATime) {
   EXPECT_EQ(Run(sid, {{"class", "small"}, {"commands", {"true"}}}).status, 409);
 }
 
+// A seccomp kill taints the sandbox: it is destroyed at once and the next run gets a new one.
+TEST_F(SessionTest, SeccompKillTaintsAndDestroysTheSandbox) {
+  ApiReply session = api_->Call("POST", "/v1/sessions", json::object());
+  ASSERT_EQ(session.status, 201) << session.raw;
+  const std::string sid = session.body["id"];
+  ApiReply ok = Run(sid, {{"class", "small"}, {"commands", {"true"}}});
+  ASSERT_EQ(ok.status, 201) << ok.raw;
+  const std::string first = ok.body["result"]["sandbox_id"];
+  // An x32 system call: the seccomp filter kills the process (SIGSYS).
+  ApiReply bad = Run(sid, {{"class", "small"},
+                           {"commands",
+                            {"python3 -c 'import ctypes; ctypes.CDLL(None).syscall(0x40000000 | "
+                             "39)'"}}});
+  ASSERT_EQ(bad.status, 201) << bad.raw;
+  EXPECT_EQ(bad.body["state"], "failed");
+  EXPECT_EQ(bad.body["result"]["sandbox_id"], first) << bad.body["result"]["reuse"].dump();
+  EXPECT_NE(bad.body["result"].value("tainted", ""), "") << bad.raw;
+  EXPECT_EQ(api_->Call("GET", "/v1/sessions/" + sid).body["sandbox_id"], "");
+  ApiReply gone = api_->Call("GET", "/v1/sandboxes/" + first);
+  EXPECT_TRUE(gone.status == 404 || gone.body.value("state", "") == "terminated") << gone.raw;
+  ApiReply next = Run(sid, {{"class", "small"}, {"commands", {"true"}}});
+  ASSERT_EQ(next.status, 201) << next.raw;
+  EXPECT_NE(next.body["result"]["sandbox_id"], first);
+  EXPECT_NE(next.body["result"]["reuse"]["action"], "reuse") << next.raw;
+}
+
+// Restore verifies the binding first (STATE-2): a checkpoint serves only its own session;
+// another tenant cannot even see it.
+TEST_F(SessionTest, ForkVerifiesTheCheckpointsBinding) {
+  ApiReply a = api_->Call("POST", "/v1/sessions", {{"user_id", "alice"}});
+  ApiReply b = api_->Call("POST", "/v1/sessions", {{"user_id", "alice"}});
+  ASSERT_EQ(a.status, 201);
+  ASSERT_EQ(b.status, 201);
+  const std::string sa = a.body["id"], sb = b.body["id"];
+  ApiReply run = Run(sa, {{"class", "small"}, {"commands", {"mkdir -p ~/.local/lib/x && true"}}});
+  ASSERT_EQ(run.status, 201) << run.raw;
+  ApiReply cks = api_->Call("GET", "/v1/sessions/" + sa + "/checkpoints");
+  ASSERT_EQ(cks.status, 200);
+  ASSERT_FALSE(cks.body["items"].empty()) << cks.raw;
+  const std::string ck = cks.body["items"][0]["id"];
+
+  ApiReply own = api_->Call("POST", "/v1/sessions/" + sa + "/fork", {{"checkpoint_id", ck}});
+  ASSERT_EQ(own.status, 201) << own.raw;
+  EXPECT_EQ(api_->Call("GET", "/v1/sessions/" + sa).body["sandbox_id"], own.body["id"]);
+
+  ApiReply cross = api_->Call("POST", "/v1/sessions/" + sb + "/fork", {{"checkpoint_id", ck}});
+  EXPECT_EQ(cross.status, 403) << cross.raw;
+  ApiReply session_other = other_->Call("POST", "/v1/sessions", {{"user_id", "alice"}});
+  ASSERT_EQ(session_other.status, 201);
+  ApiReply foreign =
+      other_->Call("POST", "/v1/sessions/" + session_other.body["id"].get<std::string>() + "/fork",
+                   {{"checkpoint_id", ck}});
+  EXPECT_EQ(foreign.status, 404) << foreign.raw;
+  EXPECT_EQ(other_->Call("GET", "/v1/sessions/" + sa + "/checkpoints").status, 404);
+  ApiReply missing = api_->Call("POST", "/v1/sessions/" + sa + "/fork", json::object());
+  EXPECT_EQ(missing.status, 400);
+  EXPECT_NE(missing.raw.find("checkpoint_id"), std::string::npos) << missing.raw;
+}
+
 }  // namespace
 }  // namespace paddock::testing
