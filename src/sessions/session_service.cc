@@ -611,7 +611,8 @@ Status SessionService::ExecuteRun(RunContext& ctx) {
     PADDOCK_ASSIGN_OR_RETURN(SandboxRecord sandbox, sandboxes_.Get(ctx.who, sandbox_id));
     // A new sandbox gets a clean checkpoint before anything runs: the "clean base" a later
     // run with conflicting dependencies forks from instead of downgrading in place (REUSE-5).
-    if (fresh && base_checkpoint.empty() && config_.checkpoint_after_run) {
+    const bool want_checkpoint = req.checkpoint.value_or(config_.checkpoint_after_run);
+    if (fresh && base_checkpoint.empty() && want_checkpoint) {
       auto clean = MeasureEnvironment(sandbox, session.workspace_id);
       if (clean.ok()) {
         auto base = TakeCheckpoint(ctx.who, session, sandbox, lease.lease_version, *clean,
@@ -696,7 +697,6 @@ Status SessionService::ExecuteRun(RunContext& ctx) {
     log["environment_fingerprint"] = manifest.fingerprint;
     log["installed"] = manifest.python_packages;
     std::string snapshot = base_checkpoint;
-    const bool want_checkpoint = req.checkpoint.value_or(config_.checkpoint_after_run);
     if (want_checkpoint && ctx.commands_ok && manifest.fingerprint != fingerprint_before &&
         !manifest.truncated) {
       auto ck = TakeCheckpoint(ctx.who, session, sandbox, lease.lease_version, manifest,

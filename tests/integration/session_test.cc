@@ -257,6 +257,44 @@ TEST_F(SessionTest, SessionsAreTenantBoundAndRunOneAtATime) {
   EXPECT_EQ(Run(sid, {{"class", "small"}, {"commands", {"true"}}}).status, 409);
 }
 
+// No checkpoint to fork (the runs asked for none) and one conflicting package: the conflict
+// goes into a separate venv; the environment the first run built is left as it was.
+TEST_F(SessionTest, ConflictWithoutACheckpointGoesIntoASeparateVenv) {
+  ApiReply session = api_->Call("POST", "/v1/sessions", {{"user_id", "bob"}});
+  ASSERT_EQ(session.status, 201) << session.raw;
+  const std::string sid = session.body["id"];
+  StageWorkspace(sid);
+  ApiReply first =
+      Run(sid,
+          {{"class", "small"}, {"checkpoint", false}, {"commands", {PipInstall("sheetkit==2.0")}}});
+  ASSERT_EQ(first.status, 201) << first.raw;
+  EXPECT_EQ(first.body["state"], "succeeded") << first.raw;
+  EXPECT_FALSE(first.body["result"].contains("base_checkpoint_id")) << first.raw;
+
+  ApiReply second =
+      Run(sid, {{"class", "small"},
+                {"checkpoint", false},
+                {"commands",
+                 {"python3 -m pip install --quiet --no-index --find-links /workspace/pkgs "
+                  "sheetkit==1.0",
+                  "python3 -c 'import sheetkit; print(sheetkit.VERSION)'"}}});
+  ASSERT_EQ(second.status, 201) << second.raw;
+  const json& r = second.body["result"];
+  EXPECT_EQ(second.body["state"], "succeeded") << second.raw;
+  EXPECT_EQ(r["reuse"]["action"], "reuse_separate_venv") << r["reuse"].dump();
+  EXPECT_EQ(r["sandbox_id"], first.body["result"]["sandbox_id"]);
+  EXPECT_EQ(r["commands"].back()["stdout"], "1.0\n") << r.dump();
+  // Outside the venv the first run's version is untouched.
+  ApiReply third =
+      Run(sid, {{"class", "small"},
+                {"checkpoint", false},
+                {"requires", {{"python", {"sheetkit==2.0"}}}},
+                {"commands", {"python3 -c 'import sheetkit; print(sheetkit.VERSION)'"}}});
+  ASSERT_EQ(third.status, 201) << third.raw;
+  EXPECT_EQ(third.body["result"]["reuse"]["action"], "reuse") << third.raw;
+  EXPECT_EQ(third.body["result"]["commands"][0]["stdout"], "2.0\n") << third.raw;
+}
+
 // A seccomp kill taints the sandbox: it is destroyed at once and the next run gets a new one.
 TEST_F(SessionTest, SeccompKillTaintsAndDestroysTheSandbox) {
   ApiReply session = api_->Call("POST", "/v1/sessions", json::object());
