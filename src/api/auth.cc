@@ -1,23 +1,11 @@
 #include "api/auth.h"
 
-#include <openssl/evp.h>
-
 #include "common/random.h"
+#include "common/sha256.h"
 
 namespace paddock::api {
 
-std::string HashApiKey(std::string_view key) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_Digest(key.data(), key.size(), digest, &len, EVP_sha256(), nullptr);
-  static const char* kHex = "0123456789abcdef";
-  std::string out;
-  for (unsigned int i = 0; i < len; ++i) {
-    out += kHex[digest[i] >> 4];
-    out += kHex[digest[i] & 0xf];
-  }
-  return out;
-}
+std::string HashApiKey(std::string_view key) { return Sha256Hex(key); }
 
 Result<std::string> MintApiKey(registry::Store& store, const std::string& tenant_id,
                                const std::string& role, const Clock& clock) {

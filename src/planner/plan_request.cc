@@ -1,7 +1,5 @@
 #include "planner/plan_request.h"
 
-#include <openssl/evp.h>
-
 #include <algorithm>
 
 #include "planner/json_fields.h"
@@ -144,20 +142,6 @@ Result<ResourceIntent> ResourceIntentFromJson(const json& j, std::string_view pa
   PADDOCK_RETURN_IF_ERROR(r.String("command_signature", 256, &i.command_signature));
   PADDOCK_RETURN_IF_ERROR(r.String("input_hash", 256, &i.input_hash));
   return i;
-}
-
-std::string Sha256Hex(std::string_view data) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_Digest(data.data(), data.size(), digest, &len, EVP_sha256(), nullptr);
-  static const char kHex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(len * 2);
-  for (unsigned int k = 0; k < len; ++k) {
-    out.push_back(kHex[digest[k] >> 4]);
-    out.push_back(kHex[digest[k] & 0xf]);
-  }
-  return out;
 }
 
 std::string BoundedQuote(std::string_view text, size_t max_bytes) {

@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/sha256.h"  // Sha256Hex, used with request hashes
 #include "common/status.h"
 
 namespace paddock::planner {
@@ -90,9 +91,6 @@ nlohmann::json ResourceIntentToJson(const ResourceIntent& intent);
 // Type-checked (not policy-checked: that is PolicyGuard's job). Unknown keys are rejected.
 Result<ResourceIntent> ResourceIntentFromJson(const nlohmann::json& json,
                                               std::string_view path = "intent");
-
-// Lowercase sha256 hex of `data`.
-std::string Sha256Hex(std::string_view data);
 
 // `text` cut to at most `max_bytes` without splitting a UTF-8 sequence, control characters
 // replaced by spaces, "..." appended when cut: for quoting untrusted text in reasons and logs.

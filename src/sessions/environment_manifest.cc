@@ -7,7 +7,6 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
-#include <openssl/evp.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -19,6 +18,8 @@
 #include <optional>
 #include <set>
 #include <utility>
+
+#include "common/sha256.h"
 
 namespace paddock::sessions {
 namespace {
@@ -41,20 +42,6 @@ constexpr size_t kMaxListEntries = 100000;
 constexpr int kOpenAt2Retries = 128;
 
 // --- small helpers ------------------------------------------------------------------------
-
-std::string Sha256Hex(std::string_view data) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_Digest(data.data(), data.size(), digest, &len, EVP_sha256(), nullptr);
-  static const char kHex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(len * 2);
-  for (unsigned int k = 0; k < len; ++k) {
-    out.push_back(kHex[digest[k] >> 4]);
-    out.push_back(kHex[digest[k] & 0xf]);
-  }
-  return out;
-}
 
 // Replaces invalid UTF-8 (overlong forms, surrogates, stray bytes) with U+FFFD, so the
 // manifest always serialises: nlohmann::json::dump throws on invalid UTF-8 by default, and

@@ -398,13 +398,16 @@ Result<SandboxRecord> SessionService::Fork(const lifecycle::Principal& who,
   create.layers = LayersOf(*c);
   create.binds = SessionBinds(session);
   PADDOCK_ASSIGN_OR_RETURN(SandboxRecord sandbox, sandboxes_.Create(who, create, request_id));
-  // Its environment is the checkpoint's until a run measures it again.
+  // Its environment as its files say (the fork's base is the template plus the layers, so its
+  // fingerprint is not the checkpoint's); the next run compares against this.
   registry::EnvironmentRecord env;
   env.sandbox_id = sandbox.sandbox_id;
   env.base_image_digest = c->base_image_digest;
   env.workspace_id = session.workspace_id;
   env.snapshot_id = c->checkpoint_id;
-  env.manifest = c->manifest;
+  if (auto m = MeasureEnvironment(sandbox, session.workspace_id); m.ok()) {
+    env.manifest = ManifestToJson(*m).dump();
+  }
   (void)store_.UpsertEnvironment(env);
   const std::string old = session.current_sandbox_id;
   session.current_sandbox_id = sandbox.sandbox_id;

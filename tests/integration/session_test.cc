@@ -339,6 +339,11 @@ TEST_F(SessionTest, ForkVerifiesTheCheckpointsBinding) {
   ApiReply own = api_->Call("POST", "/v1/sessions/" + sa + "/fork", {{"checkpoint_id", ck}});
   ASSERT_EQ(own.status, 201) << own.raw;
   EXPECT_EQ(api_->Call("GET", "/v1/sessions/" + sa).body["sandbox_id"], own.body["id"]);
+  // The next run is served by the fork itself (its environment was measured when forked).
+  ApiReply after = Run(sa, {{"class", "small"}, {"commands", {"true"}}});
+  ASSERT_EQ(after.status, 201) << after.raw;
+  EXPECT_EQ(after.body["result"]["reuse"]["action"], "reuse") << after.raw;
+  EXPECT_EQ(after.body["result"]["sandbox_id"], own.body["id"]);
 
   ApiReply cross = api_->Call("POST", "/v1/sessions/" + sb + "/fork", {{"checkpoint_id", ck}});
   EXPECT_EQ(cross.status, 403) << cross.raw;
