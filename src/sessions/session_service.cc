@@ -614,21 +614,26 @@ Status SessionService::ExecuteRun(RunContext& ctx) {
     PADDOCK_ASSIGN_OR_RETURN(SandboxRecord sandbox, sandboxes_.Get(ctx.who, sandbox_id));
     // A new sandbox gets a clean checkpoint before anything runs: the "clean base" a later
     // run with conflicting dependencies forks from instead of downgrading in place (REUSE-5).
+    // What the environment was before the commands: the recorded one of a kept sandbox, the
+    // measured one of a new sandbox or fork (so an unchanged run takes no second checkpoint).
     const bool want_checkpoint = req.checkpoint.value_or(config_.checkpoint_after_run);
-    if (fresh && base_checkpoint.empty() && want_checkpoint) {
-      auto clean = MeasureEnvironment(sandbox, session.workspace_id);
-      if (clean.ok()) {
-        auto base = TakeCheckpoint(ctx.who, session, sandbox, lease.lease_version, *clean,
-                                   ctx.run.run_id, "clean-base");
-        if (base.ok()) {
-          log["base_checkpoint_id"] = base->checkpoint_id;
-          base_checkpoint = base->checkpoint_id;
-        }
-      }
-    }
     std::string fingerprint_before;
     if (auto env = store_.GetEnvironment(sandbox_id); env.ok()) {
       if (auto m = ParseManifest(env->manifest)) fingerprint_before = m->fingerprint;
+    }
+    if (fresh) {
+      auto clean = MeasureEnvironment(sandbox, session.workspace_id);
+      if (clean.ok()) {
+        fingerprint_before = clean->fingerprint;
+        if (base_checkpoint.empty() && want_checkpoint) {
+          auto base = TakeCheckpoint(ctx.who, session, sandbox, lease.lease_version, *clean,
+                                     ctx.run.run_id, "clean-base");
+          if (base.ok()) {
+            log["base_checkpoint_id"] = base->checkpoint_id;
+            base_checkpoint = base->checkpoint_id;
+          }
+        }
+      }
     }
 
     // 5. The commands, in /workspace, with the tenant's download cache.

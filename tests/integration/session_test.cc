@@ -173,6 +173,9 @@ TEST_F(SessionTest, SeedScenarioReuseBrowserAndFork) {
   EXPECT_EQ(r3["reuse"]["action"], "new_sandbox") << r3["reuse"].dump();
   EXPECT_EQ(r3["reuse"]["reason"], "runtime_capability_mismatch") << r3["reuse"].dump();
   EXPECT_NE(r3["sandbox_id"], sandbox1);
+  // Its command changed nothing: the clean base is its only checkpoint.
+  EXPECT_TRUE(r3.contains("base_checkpoint_id")) << r3.dump();
+  EXPECT_FALSE(r3.contains("checkpoint_id")) << r3.dump();
 
   // Turn 4: an old report needs sheetkit 1.0 → fork the clean checkpoint, install it there;
   // nothing is downgraded in place.
