@@ -20,18 +20,7 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr const char* kPlannerYaml = R"(
-default_class: small
-rules:
-  - name: browser
-    when:
-      any_of: [cap:browser]
-    class: browser
-history:
-  min_samples: 3
-)";
-
-// The same, with a policy that caps every run's network at "none": installing runs are no
+// kSessionPlannerYaml with a policy that caps every run's network at "none": installing runs are no
 // longer moved to "package-registries", so they share the setup run's security context.
 constexpr const char* kNoNetworkPolicy = R"(
 policy:
@@ -39,18 +28,6 @@ policy:
     max_network_profile: none
     on_violation: clamp
 )";
-
-std::string Config(const std::string& planner_path) {
-  return SmallClassConfig("512MiB", R"(  - name: browser
-    cpus: 1
-    memory: 512MiB
-    disk: 32MiB
-    pids: 64
-    tmp: 16MiB
-lifecycle:
-  reconcile_interval: 300ms
-planner_config: )" + planner_path + "\n");
-}
 
 std::string PaddockCliPath() {
   return (std::filesystem::path(PaddockdPath()).parent_path() / "paddock").string();
@@ -62,13 +39,13 @@ bool Has(const std::string& text, const std::string& what) {
 
 class CliSessionTest : public ::testing::Test {
  protected:
-  virtual std::string PlannerYaml() const { return kPlannerYaml; }
+  virtual std::string PlannerYaml() const { return kSessionPlannerYaml; }
   void SetUp() override {
     if (geteuid() != 0) GTEST_SKIP() << "sandboxes need root";
     dir_ = TestDataDir() + "/cli-session-" + std::to_string(getpid());
     std::filesystem::create_directories(dir_);
     std::ofstream(dir_ + "/planner.yaml") << PlannerYaml();
-    daemon_ = std::make_unique<DaemonProcess>(Config(dir_ + "/planner.yaml"));
+    daemon_ = std::make_unique<DaemonProcess>(SessionClassesConfig(dir_ + "/planner.yaml"));
     std::string err;
     ASSERT_TRUE(daemon_->Start(&err)) << err;
     ApiReply t = CreateTenant(*daemon_, "cli-sessions");
@@ -253,7 +230,9 @@ TEST_F(CliSessionTest, DemoRunsTheSeedScenario) {
 
 class CliSessionNoNetworkTest : public CliSessionTest {
  protected:
-  std::string PlannerYaml() const override { return std::string(kPlannerYaml) + kNoNetworkPolicy; }
+  std::string PlannerYaml() const override {
+    return std::string(kSessionPlannerYaml) + kNoNetworkPolicy;
+  }
 };
 
 // With the network capped, turn 1 is sized into the setup sandbox's class and security

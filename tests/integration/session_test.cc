@@ -24,29 +24,6 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr const char* kPlannerYaml = R"(
-default_class: small
-rules:
-  - name: browser
-    when:
-      any_of: [cap:browser]
-    class: browser
-history:
-  min_samples: 3
-)";
-
-std::string Config(const std::string& planner_path) {
-  return SmallClassConfig("512MiB", R"(  - name: browser
-    cpus: 1
-    memory: 512MiB
-    disk: 32MiB
-    pids: 64
-    tmp: 16MiB
-lifecycle:
-  reconcile_interval: 300ms
-planner_config: )" + planner_path + "\n");
-}
-
 // Writes <dir>/<name>-<version>-py3-none-any.whl: a module whose VERSION is the version.
 constexpr const char* kWheelBuilder = R"(
 import base64, hashlib, sys, zipfile
@@ -80,8 +57,8 @@ class SessionTest : public ::testing::Test {
     if (geteuid() != 0) GTEST_SKIP() << "sandboxes need root";
     dir_ = TestDataDir() + "/session-" + std::to_string(getpid());
     std::filesystem::create_directories(dir_);
-    std::ofstream(dir_ + "/planner.yaml") << kPlannerYaml;
-    daemon_ = std::make_unique<DaemonProcess>(Config(dir_ + "/planner.yaml"));
+    std::ofstream(dir_ + "/planner.yaml") << kSessionPlannerYaml;
+    daemon_ = std::make_unique<DaemonProcess>(SessionClassesConfig(dir_ + "/planner.yaml"));
     std::string err;
     ASSERT_TRUE(daemon_->Start(&err)) << err;
     ApiReply t = CreateTenant(*daemon_, "acme");

@@ -45,6 +45,18 @@ std::string SmallClassConfig(std::string_view memory, std::string_view extra) {
   return yaml;
 }
 
+std::string SessionClassesConfig(const std::string& planner_path) {
+  return SmallClassConfig("512MiB", R"(  - name: browser
+    cpus: 1
+    memory: 512MiB
+    disk: 32MiB
+    pids: 64
+    tmp: 16MiB
+lifecycle:
+  reconcile_interval: 300ms
+planner_config: )" + planner_path + "\n");
+}
+
 bool Eventually(const std::function<bool()>& pred, std::chrono::milliseconds limit) {
   const auto end = std::chrono::steady_clock::now() + limit;
   while (std::chrono::steady_clock::now() < end) {

@@ -44,6 +44,22 @@ ApiReply CreateTenant(const DaemonProcess& daemon, const std::string& name);
 // YAML (top-level keys, e.g. "pools: [...]").
 std::string SmallClassConfig(std::string_view memory = "128MiB", std::string_view extra = "");
 
+// Sessions tests: planner rules that send browser work to class "browser" (everything else to
+// "small"), history off for a single run.
+inline constexpr const char* kSessionPlannerYaml = R"(
+default_class: small
+rules:
+  - name: browser
+    when:
+      any_of: [cap:browser]
+    class: browser
+history:
+  min_samples: 3
+)";
+// paddock.yaml with classes "small" and "browser" (1 CPU, 512 MiB, 32 MiB disk each) and the
+// planner config at `planner_path`.
+std::string SessionClassesConfig(const std::string& planner_path);
+
 // Polls `pred` every 100 ms until it holds or `limit` passes; returns its last answer.
 bool Eventually(const std::function<bool()>& pred,
                 std::chrono::milliseconds limit = std::chrono::seconds(15));
