@@ -24,14 +24,6 @@ constexpr const char* kWorkspaceTarget = "/workspace";
 constexpr const char* kCacheTarget = "/cache";
 constexpr size_t kMaxCommands = 100;
 
-std::string Bounded(std::string s, size_t cap, bool* truncated) {
-  if (s.size() > cap) {
-    s.resize(cap);
-    *truncated = true;
-  }
-  return s;
-}
-
 std::vector<std::string> LayersOf(const SandboxRecord& rec) {
   std::vector<std::string> layers;
   std::vector<runtime::BindMount> binds;
@@ -670,15 +662,15 @@ Status SessionService::ExecuteRun(RunContext& ctx) {
       PADDOCK_ASSIGN_OR_RETURN(
           runtime::ExecResult r,
           sandboxes_.Exec(ctx.who, sandbox_id, lease.lease_version, std::move(exec), cb));
-      bool out_cut = r.stdout_truncated, err_cut = r.stderr_truncated;
       json entry = {{"command", command},
                     {"exit_code", r.ShellStatus()},
-                    {"stdout", Bounded(out, config_.output_cap_bytes, &out_cut)},
-                    {"stderr", Bounded(err, config_.output_cap_bytes, &err_cut)},
+                    {"stdout", std::move(out)},
+                    {"stderr", std::move(err)},
                     {"timed_out", r.timed_out},
                     {"oom_killed", r.oom_killed},
                     {"wall_seconds", r.wall_seconds}};
-      if (out_cut || err_cut) entry["truncated"] = true;
+      // The runtime already capped each stream at output_cap_bytes.
+      if (r.stdout_truncated || r.stderr_truncated) entry["truncated"] = true;
       ctx.commands.push_back(std::move(entry));
       // A seccomp kill — of the command, or of a child the shell reports as 128 + SIGSYS
       // (a sandbox faking that status only gets its own sandbox destroyed). The sandbox tried
